@@ -516,7 +516,9 @@ impl<'de> Deserialize<'de> for Drain {
                 f.write_str("\"keep\", \"close\" or \"close after <duration>\"")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Drain, E> {
-                parse_drain(v).map(Drain).ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
+                parse_drain(v)
+                    .map(Drain)
+                    .ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
             }
         }
         d.deserialize_str(V)

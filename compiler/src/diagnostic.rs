@@ -55,7 +55,10 @@ impl Diagnostic {
     }
 
     fn new(code: &'static str, severity: Severity, span: Span, message: impl Into<String>) -> Self {
-        debug_assert!(codes::lookup(code).is_some(), "unregistered diagnostic code {code}");
+        debug_assert!(
+            codes::lookup(code).is_some(),
+            "unregistered diagnostic code {code}"
+        );
         Diagnostic {
             code,
             severity,
@@ -73,7 +76,10 @@ impl Diagnostic {
     }
 
     pub fn with_secondary(mut self, span: Span, text: impl Into<String>) -> Self {
-        self.labels.push(Label { span, text: text.into() });
+        self.labels.push(Label {
+            span,
+            text: text.into(),
+        });
         self
     }
 
@@ -102,7 +108,10 @@ pub struct Source {
 
 impl Source {
     pub fn new(path: impl Into<String>, text: impl Into<String>) -> Self {
-        Source { path: path.into(), text: text.into() }
+        Source {
+            path: path.into(),
+            text: text.into(),
+        }
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -137,7 +146,9 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
             diagonal = above;
         }
     }

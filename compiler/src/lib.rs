@@ -1,7 +1,80 @@
 //! etemenanki-compiler: the `.et` and TOML front ends, lowering, validation
 //! and diagnostics behind the `etc` binary.
+//!
+//! ```text
+//! source -> syntax::parse -> Config -> lower -> Spec -> validate -> plan.bin
+//! ```
 
+pub mod cli;
 pub mod codes;
 pub mod config;
 pub mod diagnostic;
+pub mod lower;
+pub mod render;
 pub mod syntax;
+pub mod validate;
+
+use std::path::Path;
+
+use etemenanki_ir::spec::Spec;
+
+pub use diagnostic::{Diagnostic, Severity, Source};
+
+/// The compiler's version, written into every plan.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A configuration that compiled: its spec and the warnings found.
+#[derive(Debug)]
+pub struct Compiled {
+    pub spec: Spec,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Compiled {
+    /// The plan.bin bytes of this spec, compiled from `source`.
+    pub fn plan_bytes(&self, source: &Source) -> Vec<u8> {
+        etemenanki_ir::encode::encode(&self.spec, source.text.as_bytes(), VERSION)
+    }
+}
+
+/// Why a file did not compile.
+#[derive(Debug)]
+pub enum Failure {
+    /// The file could not be read.
+    Io(String),
+    /// The file was read and has errors; the list holds warnings too.
+    Invalid(Source, Vec<Diagnostic>),
+}
+
+/// Compiles a source: parse, lower, validate. Errors come back with every
+/// warning found, in source order.
+pub fn compile(source: &Source) -> Result<Compiled, Vec<Diagnostic>> {
+    let config = syntax::parse(source)?;
+    let (spec, mut diags) = lower::lower(&config, source);
+    diags.extend(validate::validate(&config, &spec));
+    diags.sort_by_key(|d| (d.span.start, d.severity));
+    if diags.iter().any(Diagnostic::is_error) {
+        Err(diags)
+    } else {
+        Ok(Compiled {
+            spec,
+            warnings: diags,
+        })
+    }
+}
+
+/// Reads and compiles a file.
+pub fn compile_file(path: &Path) -> Result<(Source, Compiled), Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::Io(format!(
+            "cannot read {}: {}",
+            path.display(),
+            lower::io_text(&e)
+        ))
+    })?;
+    let source = Source::new(path.display().to_string(), text);
+    match compile(&source) {
+        Ok(compiled) => Ok((source, compiled)),
+        Err(diags) => Err(Failure::Invalid(source, diags)),
+    }
+}

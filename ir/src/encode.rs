@@ -93,15 +93,25 @@ pub fn decode(bytes: &[u8]) -> Result<Plan, DecodeError> {
     const FIXED: usize = 8 + 2 + 1;
     if bytes.len() < 8 {
         if !MAGIC.starts_with(bytes) {
-            return Err(DecodeError::NotAPlan { found: bytes.to_vec() });
+            return Err(DecodeError::NotAPlan {
+                found: bytes.to_vec(),
+            });
         }
-        return Err(DecodeError::Truncated { needed: FIXED + 64, found: bytes.len() });
+        return Err(DecodeError::Truncated {
+            needed: FIXED + 64,
+            found: bytes.len(),
+        });
     }
     if &bytes[..8] != MAGIC {
-        return Err(DecodeError::NotAPlan { found: bytes[..8].to_vec() });
+        return Err(DecodeError::NotAPlan {
+            found: bytes[..8].to_vec(),
+        });
     }
     if bytes.len() < FIXED {
-        return Err(DecodeError::Truncated { needed: FIXED + 64, found: bytes.len() });
+        return Err(DecodeError::Truncated {
+            needed: FIXED + 64,
+            found: bytes.len(),
+        });
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
     if version != FORMAT_VERSION {
@@ -110,7 +120,10 @@ pub fn decode(bytes: &[u8]) -> Result<Plan, DecodeError> {
     let vlen = usize::from(bytes[10]);
     let needed = FIXED + vlen + 64;
     if bytes.len() < needed {
-        return Err(DecodeError::Truncated { needed, found: bytes.len() });
+        return Err(DecodeError::Truncated {
+            needed,
+            found: bytes.len(),
+        });
     }
     let compiler_version = std::str::from_utf8(&bytes[FIXED..FIXED + vlen])
         .map_err(|_| DecodeError::CorruptHeader("the compiler version is not UTF-8"))?
@@ -125,7 +138,12 @@ pub fn decode(bytes: &[u8]) -> Result<Plan, DecodeError> {
         return Err(DecodeError::DigestMismatch);
     }
     let spec = postcard::from_bytes(body).map_err(|e| DecodeError::Spec(e.to_string()))?;
-    Ok(Plan { compiler_version, source_digest, spec_digest, spec })
+    Ok(Plan {
+        compiler_version,
+        source_digest,
+        spec_digest,
+        spec,
+    })
 }
 
 #[cfg(test)]
@@ -139,11 +157,16 @@ mod tests {
             inbounds: vec![],
             outbounds: vec![OutboundSpec {
                 tag: "direct".into(),
-                protocol: OutboundProtocol::Freedom { address_family: AddressFamily::Auto },
+                protocol: OutboundProtocol::Freedom {
+                    address_family: AddressFamily::Auto,
+                },
                 drain: DrainPolicy::Keep,
             }],
             balancers: vec![],
-            route: RouteTable { rules: vec![], default: "direct".into() },
+            route: RouteTable {
+                rules: vec![],
+                default: "direct".into(),
+            },
             dns: DnsSpec::System,
             socket: SocketPolicy::default(),
             limits: Limits::default(),

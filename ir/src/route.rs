@@ -99,7 +99,9 @@ impl Cidr {
             Some((addr, prefix)) => (addr, Some(prefix)),
             None => (text, None),
         };
-        let addr: IpAddr = addr.parse().map_err(|_| format!("`{addr}` is not an IP address"))?;
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("`{addr}` is not an IP address"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,

@@ -38,8 +38,22 @@ impl Spec {
 }
 
 /// A password, key or other value that must never be printed.
-#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// A human-readable serializer (JSON, for `etc inspect`) sees `"<secret>"`;
+/// a binary one (postcard, for plan.bin and the state file) sees the value.
+#[derive(Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(transparent)]
 pub struct Secret<T = String>(pub T);
+
+impl<T: Serialize> Serialize for Secret<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            serializer.serialize_str("<secret>")
+        } else {
+            self.0.serialize(serializer)
+        }
+    }
+}
 
 impl<T> Secret<T> {
     pub fn expose(&self) -> &T {
@@ -104,8 +118,13 @@ pub enum AddressFamily {
 }
 
 impl AddressFamily {
-    pub const NAMES: &'static [&'static str] =
-        &["auto", "ipv4_only", "ipv6_only", "prefer_ipv4", "prefer_ipv6"];
+    pub const NAMES: &'static [&'static str] = &[
+        "auto",
+        "ipv4_only",
+        "ipv6_only",
+        "prefer_ipv4",
+        "prefer_ipv6",
+    ];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -144,15 +163,42 @@ pub struct OutboundSpec {
 /// changes behaviour is here.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutboundProtocol {
-    Freedom { address_family: AddressFamily },
+    Freedom {
+        address_family: AddressFamily,
+    },
     Blackhole,
-    Socks { upstream: Upstream, account: Option<Account> },
-    Http { upstream: Upstream, account: Option<Account> },
-    Trojan { upstream: Upstream, password: Secret },
-    Vless { upstream: Upstream, id: Secret<Uuid> },
-    Vmess { upstream: Upstream, id: Secret<Uuid>, security: VmessSecurity },
-    Shadowsocks { upstream: Upstream, method: SsMethod, password: Secret },
-    Ss2022 { upstream: Upstream, method: Ss2022Method, psk: Secret<Vec<u8>>, identity_psks: Vec<Secret<Vec<u8>>> },
+    Socks {
+        upstream: Upstream,
+        account: Option<Account>,
+    },
+    Http {
+        upstream: Upstream,
+        account: Option<Account>,
+    },
+    Trojan {
+        upstream: Upstream,
+        password: Secret,
+    },
+    Vless {
+        upstream: Upstream,
+        id: Secret<Uuid>,
+    },
+    Vmess {
+        upstream: Upstream,
+        id: Secret<Uuid>,
+        security: VmessSecurity,
+    },
+    Shadowsocks {
+        upstream: Upstream,
+        method: SsMethod,
+        password: Secret,
+    },
+    Ss2022 {
+        upstream: Upstream,
+        method: Ss2022Method,
+        psk: Secret<Vec<u8>>,
+        identity_psks: Vec<Secret<Vec<u8>>>,
+    },
     Hysteria2(Hysteria2Spec),
     Wireguard(WireguardSpec),
 }
@@ -198,7 +244,10 @@ impl OutboundProtocol {
     /// Whether UDP flows can be carried (http and both shadowsocks families
     /// carry only TCP).
     pub fn carries_udp(&self) -> bool {
-        !matches!(self, Self::Http { .. } | Self::Shadowsocks { .. } | Self::Ss2022 { .. })
+        !matches!(
+            self,
+            Self::Http { .. } | Self::Shadowsocks { .. } | Self::Ss2022 { .. }
+        )
     }
 
     /// Whether the outbound holds resolvers built from the DNS spec, so a DNS
@@ -255,8 +304,14 @@ pub struct TransportSpec {
 pub enum StreamShape {
     Tcp,
     Tls,
-    Ws { path: String, host: String },
-    Grpc { service_name: String, authority: String },
+    Ws {
+        path: String,
+        host: String,
+    },
+    Grpc {
+        service_name: String,
+        authority: String,
+    },
 }
 
 impl StreamShape {
@@ -444,14 +499,41 @@ pub struct InboundSpec {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum InboundProtocol {
-    Socks { accounts: Vec<Account>, udp: bool },
-    Http { accounts: Vec<Account> },
-    Trojan { passwords: Vec<Secret>, transport: InboundTransport },
-    Vless { ids: Vec<Secret<Uuid>>, transport: InboundTransport },
-    Vmess { ids: Vec<Secret<Uuid>>, transport: InboundTransport },
-    Shadowsocks { method: SsMethod, password: Secret, udp: bool },
-    Ss2022 { method: Ss2022Method, psk: Secret<Vec<u8>>, users: Vec<Secret<Vec<u8>>>, udp: bool },
-    Hysteria2 { tls: ServerTls, password: Secret, obfs: Option<Obfs> },
+    Socks {
+        accounts: Vec<Account>,
+        udp: bool,
+    },
+    Http {
+        accounts: Vec<Account>,
+    },
+    Trojan {
+        passwords: Vec<Secret>,
+        transport: InboundTransport,
+    },
+    Vless {
+        ids: Vec<Secret<Uuid>>,
+        transport: InboundTransport,
+    },
+    Vmess {
+        ids: Vec<Secret<Uuid>>,
+        transport: InboundTransport,
+    },
+    Shadowsocks {
+        method: SsMethod,
+        password: Secret,
+        udp: bool,
+    },
+    Ss2022 {
+        method: Ss2022Method,
+        psk: Secret<Vec<u8>>,
+        users: Vec<Secret<Vec<u8>>>,
+        udp: bool,
+    },
+    Hysteria2 {
+        tls: ServerTls,
+        password: Secret,
+        obfs: Option<Obfs>,
+    },
 }
 
 impl InboundProtocol {
@@ -552,7 +634,9 @@ impl fmt::Display for DrainPolicy {
         match self {
             DrainPolicy::Keep => f.write_str("keep"),
             DrainPolicy::Close => f.write_str("close"),
-            DrainPolicy::CloseAfter(grace) => write!(f, "close after {}", crate::format_duration(*grace)),
+            DrainPolicy::CloseAfter(grace) => {
+                write!(f, "close after {}", crate::format_duration(*grace))
+            }
         }
     }
 }
@@ -569,7 +653,10 @@ pub enum DnsSpec {
     /// `pre_proxy` servers are asked directly and resolve the proxy servers;
     /// `through_proxy` servers are asked through the route table and resolve
     /// destinations.
-    Split { pre_proxy: Vec<SocketAddr>, through_proxy: Vec<SocketAddr> },
+    Split {
+        pre_proxy: Vec<SocketAddr>,
+        through_proxy: Vec<SocketAddr>,
+    },
 }
 
 /// Applied to every socket an outbound, probe or resolver opens.

@@ -40,7 +40,8 @@ fn unknown_key_help(message: &str) -> Option<String> {
     let mut ticks = message.split('`').skip(1).step_by(2);
     let key = ticks.next()?;
     let expected: Vec<&str> = ticks.collect();
-    crate::diagnostic::suggest(key, expected.iter().copied()).map(|s| format!("did you mean `{s}`?"))
+    crate::diagnostic::suggest(key, expected.iter().copied())
+        .map(|s| format!("did you mean `{s}`?"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,70 @@
+//! `etc check FILE...`: report every problem of every file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::{Format, INVALID, USAGE};
+use crate::render::{self, Style};
+use crate::{compile, lower, Diagnostic, Source};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration files (.et or .toml).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Fail when there are warnings, too.
+    #[arg(long)]
+    deny_warnings: bool,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let mut checked: Vec<(Source, Vec<Diagnostic>)> = Vec::new();
+    let mut unreadable = false;
+    for path in &args.files {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let source = Source::new(path.display().to_string(), text);
+                let diags = match compile(&source) {
+                    Ok(compiled) => compiled.warnings,
+                    Err(diags) => diags,
+                };
+                checked.push((source, diags));
+            }
+            Err(err) => {
+                eprintln!(
+                    "error: cannot read {}: {}",
+                    path.display(),
+                    lower::io_text(&err)
+                );
+                unreadable = true;
+            }
+        }
+    }
+    match args.format {
+        Format::Human => {
+            let style = Style::detect();
+            for (source, diags) in &checked {
+                eprint!("{}", render::human(source, diags, style));
+                eprintln!("{}", render::summary(&source.path, diags));
+            }
+        }
+        Format::Json => {
+            let files: Vec<(&Source, &[Diagnostic])> =
+                checked.iter().map(|(s, d)| (s, &d[..])).collect();
+            println!("{}", render::json(&files));
+        }
+    }
+    let failed = checked
+        .iter()
+        .flat_map(|(_, d)| d)
+        .any(|d| d.is_error() || args.deny_warnings);
+    if unreadable {
+        ExitCode::from(USAGE)
+    } else if failed {
+        ExitCode::from(INVALID)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,46 @@
+//! The `etc` subcommands. Each module has a clap `Args` and a `run`.
+//!
+//! Exit codes: 0 success, 1 an invalid configuration (or, for `plan
+//! --detailed-exitcode`, an error), 2 a usage or I/O error.
+
+pub mod build;
+pub mod check;
+pub mod explain;
+pub mod inspect;
+
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+use crate::render::{self, Style};
+use crate::Failure;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    #[default]
+    Human,
+    Json,
+}
+
+pub const INVALID: u8 = 1;
+pub const USAGE: u8 = 2;
+
+/// Reports a failed compile on stderr and returns the exit code for it.
+pub fn report_failure(failure: &Failure, format: Format) -> ExitCode {
+    match failure {
+        Failure::Io(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(USAGE)
+        }
+        Failure::Invalid(source, diags) => {
+            match format {
+                Format::Human => {
+                    eprint!("{}", render::human(source, diags, Style::detect()));
+                    eprintln!("{}", render::summary(&source.path, diags));
+                }
+                Format::Json => println!("{}", render::json(&[(source, diags)])),
+            }
+            ExitCode::from(INVALID)
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! `[[inbound]]` -> `InboundSpec`, per protocol.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use etemenanki_ir::spec::{
+    Account, InboundProtocol, InboundSpec, Secret, ServerTls, Ss2022Method, SsMethod, Uuid,
+};
+
+use super::outbound::key_value;
+use super::{transport, Cx};
+use crate::codes;
+use crate::config::{Inbound, InboundSettings, SecretValue, Spanned};
+use crate::diagnostic::{suggest, Span};
+
+pub const PROTOCOLS: &[&str] = &[
+    "socks",
+    "http",
+    "trojan",
+    "vless",
+    "vmess",
+    "shadowsocks",
+    "shadowsocks-2022",
+    "hysteria2",
+];
+
+fn accepted(protocol: &str) -> &'static [&'static str] {
+    match protocol {
+        "socks" => &["udp", "accounts"],
+        "http" => &["accounts"],
+        "trojan" => &["password", "passwords"],
+        "vless" | "vmess" => &["id", "ids"],
+        "shadowsocks" => &["method", "password", "udp"],
+        "shadowsocks-2022" => &["method", "psk", "users", "udp"],
+        "hysteria2" => &["password", "obfs"],
+        _ => &[],
+    }
+}
+
+fn present(s: &InboundSettings) -> Vec<(&'static str, Span)> {
+    fn span<T>(v: &Option<Spanned<T>>) -> Option<Span> {
+        v.as_ref().map(Spanned::span)
+    }
+    fn list_span<T>(v: &Option<Vec<Spanned<T>>>) -> Option<Span> {
+        v.as_ref().map(|l| l.first().map_or(0..0, Spanned::span))
+    }
+    [
+        ("udp", span(&s.udp)),
+        ("accounts", list_span(&s.accounts)),
+        ("password", span(&s.password)),
+        ("passwords", list_span(&s.passwords)),
+        ("id", span(&s.id)),
+        ("ids", list_span(&s.ids)),
+        ("method", span(&s.method)),
+        ("psk", span(&s.psk)),
+        ("users", list_span(&s.users)),
+        ("obfs", span(&s.obfs)),
+    ]
+    .into_iter()
+    .filter_map(|(k, s)| s.map(|s| (k, s)))
+    .collect()
+}
+
+pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
+    let span = inbound.span();
+    let i = inbound.get_ref();
+    let tag = i.tag.get_ref().clone();
+    let protocol = i.protocol.get_ref().as_str();
+    let default_settings = InboundSettings::default();
+    let s = i
+        .settings
+        .as_ref()
+        .map_or(&default_settings, Spanned::get_ref);
+
+    let ip = match &i.listen {
+        Some(l) => l
+            .get_ref()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .unwrap_or_else(|_| {
+                cx.error(
+                    codes::INVALID_ADDRESS,
+                    l.span(),
+                    format!("`{}` is not an IP address to listen on", l.get_ref()),
+                );
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            }),
+        None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    };
+    let port = *i.port.get_ref();
+    if port == 0 {
+        cx.error(
+            codes::INVALID_PORT,
+            i.port.span(),
+            "port 0 is not a valid listening port (use 1-65535)",
+        );
+    }
+    let listen = SocketAddr::new(ip, port);
+    let sniff = i.sniff.as_ref().is_some_and(|s| *s.get_ref());
+
+    if !PROTOCOLS.contains(&protocol) {
+        let diag = cx.error(
+            codes::UNKNOWN_PROTOCOL,
+            i.protocol.span(),
+            format!("unknown inbound protocol \"{protocol}\""),
+        );
+        diag.help = Some(match suggest(protocol, PROTOCOLS.iter().copied()) {
+            Some(near) => format!("did you mean \"{near}\"?"),
+            None => format!("inbound protocols are {}", PROTOCOLS.join(", ")),
+        });
+        return InboundSpec {
+            tag,
+            listen,
+            sniff,
+            protocol: InboundProtocol::Http { accounts: vec![] },
+        };
+    }
+    for (key, key_span) in present(s) {
+        if !accepted(protocol).contains(&key) {
+            cx.error(
+                codes::NOT_APPLICABLE,
+                key_span,
+                format!("`settings.{key}` does not apply to a {protocol} inbound"),
+            );
+        }
+    }
+    if let Some(stream) = &i.stream {
+        let carries_stream = matches!(protocol, "trojan" | "vless" | "vmess");
+        let hy2_tls_only = protocol == "hysteria2" && {
+            let st = stream.get_ref();
+            st.network.is_none() && st.ws.is_none() && st.grpc.is_none()
+        };
+        if !carries_stream && !hy2_tls_only {
+            cx.error(
+                codes::NOT_APPLICABLE,
+                stream.span(),
+                format!("`stream` does not apply to a {protocol} inbound"),
+            );
+        }
+    }
+
+    let udp = s.udp.as_ref().is_none_or(|u| *u.get_ref());
+    let protocol = match protocol {
+        "socks" => InboundProtocol::Socks {
+            accounts: accounts(cx, s),
+            udp,
+        },
+        "http" => InboundProtocol::Http {
+            accounts: accounts(cx, s),
+        },
+        "trojan" => {
+            let passwords = one_or_many(
+                cx,
+                &s.password,
+                &s.passwords,
+                "password",
+                "passwords",
+                protocol,
+                &span,
+            )
+            .into_iter()
+            .map(Secret)
+            .collect();
+            InboundProtocol::Trojan {
+                passwords,
+                transport: transport::server(cx, i.stream.as_ref()),
+            }
+        }
+        "vless" | "vmess" => {
+            let ids = uuids(cx, s, protocol, &span);
+            let transport = transport::server(cx, i.stream.as_ref());
+            if protocol == "vless" {
+                InboundProtocol::Vless { ids, transport }
+            } else {
+                InboundProtocol::Vmess { ids, transport }
+            }
+        }
+        "shadowsocks" => {
+            let method = required(cx, &s.method, "method", protocol, &span)
+                .and_then(|m| cx.one_of(m, "shadowsocks method", SsMethod::NAMES, SsMethod::parse));
+            let password = match &s.password {
+                Some(p) => cx.secret(p),
+                None => {
+                    missing(cx, &span, "password", protocol);
+                    String::new()
+                }
+            };
+            InboundProtocol::Shadowsocks {
+                method: method.unwrap_or(SsMethod::Aes256Gcm),
+                password: Secret(password),
+                udp,
+            }
+        }
+        "shadowsocks-2022" => {
+            let method = required(cx, &s.method, "method", protocol, &span).and_then(|m| {
+                cx.one_of(
+                    m,
+                    "shadowsocks-2022 method",
+                    Ss2022Method::NAMES,
+                    Ss2022Method::parse,
+                )
+            });
+            let len = method.map_or(32, Ss2022Method::key_len);
+            let psk = match &s.psk {
+                Some(p) => key_value(cx, p, "psk", len),
+                None => {
+                    missing(cx, &span, "psk", protocol);
+                    Vec::new()
+                }
+            };
+            let users = s
+                .users
+                .iter()
+                .flatten()
+                .map(|u| Secret(key_value(cx, u, "users", len)))
+                .collect();
+            InboundProtocol::Ss2022 {
+                method: method.unwrap_or(Ss2022Method::Blake3Aes256Gcm),
+                psk: Secret(psk),
+                users,
+                udp,
+            }
+        }
+        _ => {
+            let tls = i.stream.as_ref().and_then(|st| st.get_ref().tls.as_ref());
+            let tls = match tls {
+                Some(tls) => transport::server_tls(cx, tls),
+                None => {
+                    cx.error(
+                        codes::MISSING_SETTING,
+                        span.clone(),
+                        "a hysteria2 inbound needs `stream.tls` with cert_file and key_file",
+                    );
+                    ServerTls {
+                        cert_path: String::new(),
+                        cert_pem: vec![],
+                        key_pem: Secret(vec![]),
+                        alpn: vec![],
+                    }
+                }
+            };
+            let password = match &s.password {
+                Some(p) => cx.secret(p),
+                None => {
+                    missing(cx, &span, "password", "hysteria2");
+                    String::new()
+                }
+            };
+            let obfs = s.obfs.as_ref().map(|o| {
+                let o = o.get_ref();
+                if o.kind.get_ref() != "salamander" {
+                    cx.error(
+                        codes::INVALID_VALUE,
+                        o.kind.span(),
+                        format!(
+                            "unknown obfs type \"{}\" (expected \"salamander\")",
+                            o.kind.get_ref()
+                        ),
+                    );
+                }
+                etemenanki_ir::spec::Obfs::Salamander {
+                    psk: Secret(cx.secret(&o.password)),
+                }
+            });
+            InboundProtocol::Hysteria2 {
+                tls,
+                password: Secret(password),
+                obfs,
+            }
+        }
+    };
+    InboundSpec {
+        tag,
+        listen,
+        sniff,
+        protocol,
+    }
+}
+
+fn missing(cx: &mut Cx, span: &Span, key: &str, protocol: &str) {
+    cx.error(
+        codes::MISSING_SETTING,
+        span.clone(),
+        format!("a {protocol} inbound needs `settings.{key}`"),
+    );
+}
+
+fn required<'a>(
+    cx: &mut Cx,
+    v: &'a Option<Spanned<String>>,
+    key: &str,
+    protocol: &str,
+    span: &Span,
+) -> Option<&'a Spanned<String>> {
+    if v.is_none() {
+        missing(cx, span, key, protocol);
+    }
+    v.as_ref()
+}
+
+fn accounts(cx: &mut Cx, s: &InboundSettings) -> Vec<Account> {
+    s.accounts
+        .iter()
+        .flatten()
+        .map(|a| {
+            let a = a.get_ref();
+            Account {
+                user: a.user.get_ref().clone(),
+                pass: Secret(cx.secret(&a.pass)),
+            }
+        })
+        .collect()
+}
+
+/// A single `key` or a list `keys`, at least one value in all.
+fn one_or_many(
+    cx: &mut Cx,
+    one: &Option<Spanned<SecretValue>>,
+    many: &Option<Vec<Spanned<SecretValue>>>,
+    key: &str,
+    keys: &str,
+    protocol: &str,
+    span: &Span,
+) -> Vec<String> {
+    let values: Vec<String> = one
+        .iter()
+        .chain(many.iter().flatten())
+        .map(|v| cx.secret(v))
+        .collect();
+    if values.is_empty() {
+        cx.error(
+            codes::MISSING_SETTING,
+            span.clone(),
+            format!("a {protocol} inbound needs `settings.{key}` or `settings.{keys}`"),
+        );
+    }
+    values
+}
+
+fn uuids(cx: &mut Cx, s: &InboundSettings, protocol: &str, span: &Span) -> Vec<Secret<Uuid>> {
+    let given: Vec<&Spanned<SecretValue>> = s.id.iter().chain(s.ids.iter().flatten()).collect();
+    if given.is_empty() {
+        cx.error(
+            codes::MISSING_SETTING,
+            span.clone(),
+            format!("a {protocol} inbound needs `settings.id` or `settings.ids`"),
+        );
+    }
+    given
+        .into_iter()
+        .filter_map(|v| {
+            let text = cx.secret(v);
+            let id = Uuid::parse(&text);
+            if id.is_none() {
+                cx.error(codes::INVALID_UUID, v.span(), "`id` is not a UUID")
+                    .help = Some("write it as 8-4-4-4-12 hexadecimal digits, such as 11111111-2222-3333-4444-555555555555".into());
+            }
+            id.map(Secret)
+        })
+        .collect()
+}

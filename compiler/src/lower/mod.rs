@@ -1,0 +1,169 @@
+//! Lowering: a [`Config`] becomes an `ir::Spec` with every default filled in.
+//!
+//! Lowering never stops at the first problem: a bad value is reported with its
+//! span and lowering carries on with a placeholder, so one run reports
+//! everything. The result is used only when no error was reported.
+
+mod balancer;
+mod host;
+mod inbound;
+mod outbound;
+mod route;
+mod transport;
+pub mod values;
+
+use std::path::{Path, PathBuf};
+
+use etemenanki_ir::spec::{DrainPolicy, Spec};
+
+use crate::config::{Config, SecretValue, Spanned};
+use crate::diagnostic::{Diagnostic, Source, Span};
+use crate::{codes, diagnostic};
+
+/// Lowers a parsed configuration. Returns the spec and every diagnostic found
+/// on the way; the spec is meaningful only when no diagnostic is an error.
+pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
+    let base = Path::new(&source.path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut cx = Cx {
+        diags: Vec::new(),
+        base,
+        source,
+    };
+    let drain = config
+        .drain
+        .as_ref()
+        .map_or(DrainPolicy::Keep, |d| d.get_ref().0);
+    let outbounds = config
+        .outbounds
+        .iter()
+        .map(|o| outbound::lower(&mut cx, o, drain))
+        .collect();
+    let inbounds = config
+        .inbounds
+        .iter()
+        .map(|i| inbound::lower(&mut cx, i))
+        .collect();
+    let balancers = config
+        .balancers
+        .iter()
+        .map(|b| balancer::lower(&mut cx, b))
+        .collect();
+    let route = route::lower(&mut cx, config);
+    let dns = host::dns(&mut cx, config.dns.as_ref());
+    let socket = host::socket(&mut cx, config.socket.as_ref());
+    let limits = host::limits(&mut cx, config.limits.as_ref());
+    let spec = Spec {
+        inbounds,
+        outbounds,
+        balancers,
+        route,
+        dns,
+        socket,
+        limits,
+    };
+    (spec, cx.diags)
+}
+
+/// The lowering context: where diagnostics go and where relative paths start.
+pub(crate) struct Cx<'a> {
+    pub diags: Vec<Diagnostic>,
+    /// The directory of the configuration file; `file("...")`, `ca_file` and
+    /// certificate paths are relative to it.
+    pub base: PathBuf,
+    pub source: &'a Source,
+}
+
+impl Cx<'_> {
+    pub fn error(
+        &mut self,
+        code: &'static str,
+        span: Span,
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
+        self.diags.push(Diagnostic::error(code, span, message));
+        self.diags.last_mut().expect("just pushed")
+    }
+
+    pub fn path(&self, path: &str) -> PathBuf {
+        self.base.join(path)
+    }
+
+    /// The 1-based line a byte offset is on.
+    pub fn line(&self, offset: usize) -> u32 {
+        self.source.line_col(offset).0 as u32
+    }
+
+    /// Reads a secret: inline, from the environment, or from a file (one
+    /// trailing newline removed).
+    pub fn secret(&mut self, value: &Spanned<SecretValue>) -> String {
+        match value.get_ref() {
+            SecretValue::Plain(text) => text.clone(),
+            SecretValue::Env(name) => match std::env::var(name) {
+                Ok(text) => text,
+                Err(_) => {
+                    self.error(
+                        codes::SECRET_UNREADABLE,
+                        value.span(),
+                        format!("environment variable `{name}` is not set"),
+                    )
+                    .help = Some(format!(
+                        "export {name} before running etc, or write the value inline"
+                    ));
+                    String::new()
+                }
+            },
+            SecretValue::File(path) => match std::fs::read_to_string(self.path(path)) {
+                Ok(text) => text.strip_suffix('\n').map(str::to_owned).unwrap_or(text),
+                Err(err) => {
+                    self.error(
+                        codes::SECRET_UNREADABLE,
+                        value.span(),
+                        format!("cannot read secret file `{path}`: {}", io_text(&err)),
+                    );
+                    String::new()
+                }
+            },
+        }
+    }
+
+    /// Parses a name from a closed set, reporting an unknown one with the
+    /// accepted names and a suggestion.
+    pub fn one_of<T>(
+        &mut self,
+        value: &Spanned<String>,
+        what: &str,
+        names: &[&str],
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Option<T> {
+        let text = value.get_ref();
+        if let Some(parsed) = parse(text) {
+            return Some(parsed);
+        }
+        let expected = names
+            .iter()
+            .map(|n| format!("\"{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let diag = self.error(
+            codes::INVALID_VALUE,
+            value.span(),
+            format!("unknown {what} \"{text}\" (expected one of {expected})"),
+        );
+        if let Some(near) = diagnostic::suggest(text, names.iter().copied()) {
+            diag.help = Some(format!("did you mean \"{near}\"?"));
+        }
+        None
+    }
+}
+
+/// An I/O error's text without the OS error number.
+pub fn io_text(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        _ => err.to_string(),
+    }
+}

@@ -1,0 +1,117 @@
+//! `[route]` -> the rules of the route table, in the order written.
+
+use etemenanki_ir::route::{Cidr, Network, RouteTable, Rule};
+
+use super::Cx;
+use crate::codes;
+use crate::config::{self, Config, Spanned};
+
+pub fn lower(cx: &mut Cx, config: &Config) -> RouteTable {
+    let route = config.route.as_ref().map(Spanned::get_ref);
+    let default = match route.and_then(|r| r.default.as_ref()) {
+        Some(tag) => tag.get_ref().clone(),
+        // Seed 004: without [route].default, the first [[outbound]]; a
+        // balancer is never the implicit default.
+        None => config
+            .outbounds
+            .first()
+            .map(|o| o.get_ref().tag.get_ref().clone())
+            .unwrap_or_default(),
+    };
+    let rules = route
+        .map_or(&[][..], |r| &r.rules[..])
+        .iter()
+        .map(|r| rule(cx, r))
+        .collect();
+    RouteTable { rules, default }
+}
+
+fn rule(cx: &mut Cx, rule: &Spanned<config::Rule>) -> Rule {
+    let line = cx.line(rule.span().start);
+    let r = rule.get_ref();
+    let names = |cx: &mut Cx,
+                 list: &Option<Vec<Spanned<String>>>,
+                 key: &str,
+                 lowercase: bool|
+     -> Vec<String> {
+        non_empty(cx, list, key, rule);
+        list.iter()
+            .flatten()
+            .map(|d| {
+                let d = d.get_ref().trim_end_matches('.');
+                if lowercase {
+                    d.to_ascii_lowercase()
+                } else {
+                    d.to_owned()
+                }
+            })
+            .collect()
+    };
+    let domain = names(cx, &r.domain, "domain", true);
+    let domain_suffix = names(cx, &r.domain_suffix, "domain_suffix", true);
+    let domain_keyword = names(cx, &r.domain_keyword, "domain_keyword", true);
+    let geoip = names(cx, &r.geoip, "geoip", false);
+    let geosite = names(cx, &r.geosite, "geosite", false);
+    let inbound_tag = names(cx, &r.inbound_tag, "inbound_tag", false);
+    let cidr = cidrs(cx, &r.cidr, "cidr", rule);
+    let source_cidr = cidrs(cx, &r.source_cidr, "source_cidr", rule);
+    non_empty(cx, &r.port, "port", rule);
+    let port = r.port.iter().flatten().map(|p| p.get_ref().0).collect();
+    let network = r
+        .network
+        .as_ref()
+        .and_then(|n| cx.one_of(n, "network", &["tcp", "udp"], Network::parse));
+    Rule {
+        target: r.outbound.get_ref().clone(),
+        line,
+        domain,
+        domain_suffix,
+        domain_keyword,
+        cidr,
+        geoip,
+        geosite,
+        port,
+        source_cidr,
+        inbound_tag,
+        network,
+    }
+}
+
+fn non_empty<T>(
+    cx: &mut Cx,
+    list: &Option<Vec<Spanned<T>>>,
+    key: &str,
+    rule: &Spanned<config::Rule>,
+) {
+    if list.as_ref().is_some_and(Vec::is_empty) {
+        cx.error(
+            codes::EMPTY_RULE,
+            rule.span(),
+            format!("`{key}` is an empty list, so this rule can never match"),
+        )
+        .help = Some(format!("fill the list or remove `{key}`"));
+    }
+}
+
+fn cidrs(
+    cx: &mut Cx,
+    list: &Option<Vec<Spanned<String>>>,
+    key: &str,
+    rule: &Spanned<config::Rule>,
+) -> Vec<Cidr> {
+    non_empty(cx, list, key, rule);
+    list.iter()
+        .flatten()
+        .filter_map(|c| match Cidr::parse(c.get_ref()) {
+            Ok(cidr) => Some(cidr),
+            Err(why) => {
+                cx.error(
+                    codes::INVALID_CIDR,
+                    c.span(),
+                    format!("invalid CIDR `{}`: {why}", c.get_ref()),
+                );
+                None
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,343 @@
+//! The stream transport under a proxy client and TLS settings, client and
+//! server side.
+
+use etemenanki_ir::spec::{
+    AddressFamily, HostPort, InboundTransport, Secret, ServerShape, ServerTls, StreamShape,
+    TlsSpec, TransportSpec, Verify,
+};
+
+use super::{io_text, Cx};
+use crate::codes;
+use crate::config::{ClientTlsConfig, InboundStream, OutboundStream, Spanned};
+
+const NETWORKS: &[&str] = &["tcp", "tls", "ws", "grpc"];
+const SERVER_NETWORKS: &[&str] = &["tcp", "ws", "grpc"];
+const SECURITIES: &[&str] = &["none", "tls"];
+
+/// Lowers `[outbound.stream]` for a client dialing `server`.
+pub fn client(
+    cx: &mut Cx,
+    stream: Option<&Spanned<OutboundStream>>,
+    server: &HostPort,
+) -> TransportSpec {
+    let default = OutboundStream::default();
+    let stream = stream.map_or(&default, Spanned::get_ref);
+    let network = stream.network.as_ref().and_then(|n| {
+        cx.one_of(n, "network", NETWORKS, |v| {
+            NETWORKS.contains(&v).then(|| v.to_owned())
+        })
+    });
+    let network = network.unwrap_or_else(|| "tcp".to_owned());
+    let security = stream.security.as_ref().and_then(|s| {
+        cx.one_of(s, "security", SECURITIES, |v| {
+            SECURITIES.contains(&v).then(|| v.to_owned())
+        })
+    });
+    let address_family = address_family(cx, stream.address_family.as_ref());
+
+    let uses_tls = match (network.as_str(), security.as_deref()) {
+        ("tls", Some("none")) => {
+            let s = stream.security.as_ref().expect("security was given");
+            cx.error(
+                codes::TRANSPORT_MISMATCH,
+                s.span(),
+                "network \"tls\" cannot have security \"none\"",
+            );
+            true
+        }
+        ("tls", _) => true,
+        (_, Some("tls")) => true,
+        _ => false,
+    };
+    if !uses_tls {
+        if let Some(tls) = &stream.tls {
+            cx.error(
+                codes::TRANSPORT_MISMATCH,
+                tls.span(),
+                "tls settings on a transport without TLS",
+            )
+            .help = Some(
+                "set security = \"tls\" (or network = \"tls\"), or remove the tls settings".into(),
+            );
+        }
+    }
+    mismatch(
+        cx,
+        stream.ws.as_ref().map(Spanned::span),
+        network != "ws",
+        "ws",
+    );
+    mismatch(
+        cx,
+        stream.grpc.as_ref().map(Spanned::span),
+        network != "grpc",
+        "grpc",
+    );
+
+    let host = server.host.name();
+    let shape = match network.as_str() {
+        "tls" => StreamShape::Tls,
+        "ws" => {
+            let ws = stream.ws.as_ref().map(Spanned::get_ref);
+            let path = ws
+                .and_then(|w| w.path.as_ref())
+                .map(|p| path(cx, p))
+                .unwrap_or_else(|| "/".into());
+            let ws_host = ws
+                .and_then(|w| w.host.as_ref())
+                .map_or_else(|| host.clone(), |h| h.get_ref().clone());
+            StreamShape::Ws {
+                path,
+                host: ws_host,
+            }
+        }
+        "grpc" => {
+            let grpc = stream.grpc.as_ref().map(Spanned::get_ref);
+            let service_name = grpc
+                .and_then(|g| g.service_name.as_ref())
+                .map_or_else(|| "GunService".to_owned(), |s| s.get_ref().clone());
+            let authority = grpc
+                .and_then(|g| g.authority.as_ref())
+                .map_or_else(|| host.clone(), |a| a.get_ref().clone());
+            StreamShape::Grpc {
+                service_name,
+                authority,
+            }
+        }
+        _ => StreamShape::Tcp,
+    };
+    let tls = uses_tls.then(|| client_tls(cx, stream.tls.as_ref(), &host));
+    TransportSpec {
+        shape,
+        tls,
+        address_family,
+    }
+}
+
+fn mismatch(cx: &mut Cx, span: Option<std::ops::Range<usize>>, wrong: bool, name: &str) {
+    if let (Some(span), true) = (span, wrong) {
+        cx.error(
+            codes::TRANSPORT_MISMATCH,
+            span,
+            format!("{name} settings without network = \"{name}\""),
+        )
+        .help = Some(format!(
+            "set network = \"{name}\", or remove the {name} settings"
+        ));
+    }
+}
+
+fn path(cx: &mut Cx, path: &Spanned<String>) -> String {
+    if !path.get_ref().starts_with('/') {
+        cx.error(
+            codes::INVALID_VALUE,
+            path.span(),
+            format!(
+                "a WebSocket path must start with `/`, found \"{}\"",
+                path.get_ref()
+            ),
+        );
+    }
+    path.get_ref().clone()
+}
+
+/// TLS client settings: SNI defaulting to the server's name, verification,
+/// ALPN. A CA file is read now, so the plan does not depend on the host.
+pub fn client_tls(cx: &mut Cx, tls: Option<&Spanned<ClientTlsConfig>>, host: &str) -> TlsSpec {
+    let default = ClientTlsConfig::default();
+    let tls = tls.map_or(&default, Spanned::get_ref);
+    let server_name = tls
+        .server_name
+        .as_ref()
+        .map_or_else(|| host.to_owned(), |s| s.get_ref().clone());
+    let insecure = tls.insecure.as_ref().is_some_and(|i| *i.get_ref());
+    let verify = match (&tls.ca_file, insecure) {
+        (Some(ca), true) => {
+            cx.error(
+                codes::TRANSPORT_MISMATCH,
+                ca.span(),
+                "ca_file together with insecure = true",
+            )
+            .help = Some(
+                "insecure skips verification, so the CA would never be used: remove one".into(),
+            );
+            Verify::Insecure
+        }
+        (None, true) => Verify::Insecure,
+        (Some(ca), false) => ca_bundle(cx, ca),
+        (None, false) => Verify::System,
+    };
+    TlsSpec {
+        server_name,
+        verify,
+        alpn: strings(tls.alpn.as_deref()),
+    }
+}
+
+fn ca_bundle(cx: &mut Cx, ca: &Spanned<String>) -> Verify {
+    let path = ca.get_ref();
+    match std::fs::read(cx.path(path)) {
+        Ok(pem) if has_pem(&pem, "CERTIFICATE") => Verify::CustomCa {
+            path: path.clone(),
+            pem,
+        },
+        Ok(_) => {
+            cx.error(
+                codes::CA_FILE,
+                ca.span(),
+                format!("no certificate in CA PEM bundle `{path}`"),
+            );
+            Verify::System
+        }
+        Err(err) => {
+            cx.error(
+                codes::CA_FILE,
+                ca.span(),
+                format!("cannot read CA file `{path}`: {}", io_text(&err)),
+            );
+            Verify::System
+        }
+    }
+}
+
+fn has_pem(bytes: &[u8], label: &str) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    text.contains(&format!("-----BEGIN {label}-----"))
+}
+
+pub fn strings(list: Option<&[Spanned<String>]>) -> Vec<String> {
+    list.unwrap_or_default()
+        .iter()
+        .map(|s| s.get_ref().clone())
+        .collect()
+}
+
+pub fn address_family(cx: &mut Cx, value: Option<&Spanned<String>>) -> AddressFamily {
+    value
+        .and_then(|v| {
+            cx.one_of(
+                v,
+                "address family",
+                AddressFamily::NAMES,
+                AddressFamily::parse,
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Lowers `[inbound.stream]` for trojan, vless and vmess servers.
+pub fn server(cx: &mut Cx, stream: Option<&Spanned<InboundStream>>) -> InboundTransport {
+    let default = InboundStream::default();
+    let stream = stream.map_or(&default, Spanned::get_ref);
+    let network = stream
+        .network
+        .as_ref()
+        .and_then(|n| {
+            cx.one_of(n, "network", SERVER_NETWORKS, |v| {
+                SERVER_NETWORKS.contains(&v).then(|| v.to_owned())
+            })
+        })
+        .unwrap_or_else(|| "tcp".to_owned());
+    let security = stream.security.as_ref().and_then(|s| {
+        cx.one_of(s, "security", SECURITIES, |v| {
+            SECURITIES.contains(&v).then(|| v.to_owned())
+        })
+    });
+    mismatch(
+        cx,
+        stream.ws.as_ref().map(Spanned::span),
+        network != "ws",
+        "ws",
+    );
+    mismatch(
+        cx,
+        stream.grpc.as_ref().map(Spanned::span),
+        network != "grpc",
+        "grpc",
+    );
+    let shape = match network.as_str() {
+        "ws" => ServerShape::Ws {
+            path: stream
+                .ws
+                .as_ref()
+                .and_then(|w| w.get_ref().path.as_ref())
+                .map_or_else(|| "/".into(), |p| path(cx, p)),
+        },
+        "grpc" => ServerShape::Grpc {
+            service_name: stream
+                .grpc
+                .as_ref()
+                .and_then(|g| g.get_ref().service_name.as_ref())
+                .map_or_else(|| "GunService".into(), |s| s.get_ref().clone()),
+        },
+        _ => ServerShape::Tcp,
+    };
+    let tls = match (security.as_deref() == Some("tls"), &stream.tls) {
+        (true, Some(tls)) => Some(server_tls(cx, tls)),
+        (true, None) => {
+            let span = stream.security.as_ref().map(Spanned::span).unwrap_or(0..0);
+            cx.error(
+                codes::TRANSPORT_MISMATCH,
+                span,
+                "security \"tls\" without a certificate",
+            )
+            .help = Some("add a tls table with cert_file and key_file".into());
+            None
+        }
+        (false, Some(tls)) => {
+            cx.error(
+                codes::TRANSPORT_MISMATCH,
+                tls.span(),
+                "tls settings on a transport without TLS",
+            )
+            .help = Some("set security = \"tls\", or remove the tls settings".into());
+            None
+        }
+        (false, None) => None,
+    };
+    InboundTransport { shape, tls }
+}
+
+/// Reads a server certificate chain and key.
+pub fn server_tls(cx: &mut Cx, tls: &Spanned<crate::config::ServerTlsConfig>) -> ServerTls {
+    let tls = tls.get_ref();
+    let cert_pem = pem_file(cx, &tls.cert_file, "CERTIFICATE", "certificate");
+    let key_pem = pem_file(cx, &tls.key_file, "PRIVATE KEY", "private key");
+    ServerTls {
+        cert_path: tls.cert_file.get_ref().clone(),
+        cert_pem,
+        key_pem: Secret(key_pem),
+        alpn: strings(tls.alpn.as_deref()),
+    }
+}
+
+fn pem_file(cx: &mut Cx, path: &Spanned<String>, label: &str, what: &str) -> Vec<u8> {
+    match std::fs::read(cx.path(path.get_ref())) {
+        // "PRIVATE KEY" also matches "RSA PRIVATE KEY" and "EC PRIVATE KEY".
+        Ok(pem) if String::from_utf8_lossy(&pem).contains(label) && has_begin(&pem) => pem,
+        Ok(_) => {
+            cx.error(
+                codes::TLS_FILE,
+                path.span(),
+                format!("no {what} in PEM file `{}`", path.get_ref()),
+            );
+            Vec::new()
+        }
+        Err(err) => {
+            cx.error(
+                codes::TLS_FILE,
+                path.span(),
+                format!(
+                    "cannot read {what} file `{}`: {}",
+                    path.get_ref(),
+                    io_text(&err)
+                ),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn has_begin(pem: &[u8]) -> bool {
+    String::from_utf8_lossy(pem).contains("-----BEGIN ")
+}

@@ -1,0 +1,123 @@
+//! Parsers for the values several blocks share: hosts, socket addresses,
+//! base64 keys.
+
+use std::net::{IpAddr, SocketAddr};
+
+use etemenanki_ir::spec::{Host, HostPort};
+
+/// A host name or IP address, as a server is written. Brackets around an
+/// IPv6 address are accepted.
+pub fn host(text: &str) -> Result<Host, String> {
+    let trimmed = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text);
+    if let Ok(ip) = trimmed.parse::<IpAddr>() {
+        return Ok(Host::Ip(ip));
+    }
+    let name = text.strip_suffix('.').unwrap_or(text);
+    let valid_label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if name.is_empty() || name.len() > 253 || !name.split('.').all(valid_label) {
+        return Err(format!("`{text}` is not a host name or IP address"));
+    }
+    Ok(Host::Domain(name.to_ascii_lowercase()))
+}
+
+/// `host:port`, `1.2.3.4:port` or `[v6]:port`.
+pub fn host_port(text: &str) -> Result<HostPort, String> {
+    let (host_text, port_text) = text
+        .rsplit_once(':')
+        .filter(|(h, _)| !h.contains(':') || (h.starts_with('[') && h.ends_with(']')))
+        .ok_or_else(|| {
+            format!("`{text}` is not host:port (write an IPv6 address as [addr]:port)")
+        })?;
+    let port = port(port_text)
+        .ok_or_else(|| format!("`{port_text}` is not a port between 1 and 65535"))?;
+    Ok(HostPort {
+        host: host(host_text)?,
+        port,
+    })
+}
+
+pub fn port(text: &str) -> Option<u16> {
+    text.parse::<u16>().ok().filter(|p| *p != 0)
+}
+
+/// An IP address with an optional port: `1.1.1.1`, `8.8.8.8:53`, `[::1]:53`.
+pub fn ip_with_default_port(text: &str, default: u16) -> Result<SocketAddr, String> {
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, default));
+    }
+    text.parse::<SocketAddr>()
+        .ok()
+        .filter(|a| a.port() != 0)
+        .ok_or_else(|| format!("`{text}` is not an IP address with an optional port"))
+}
+
+/// Standard base64 (RFC 4648), padding optional; URL-safe letters accepted.
+pub fn base64(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // Leftover bits must be zero padding of fewer than 8 bits.
+    (bits < 6 && acc & ((1 << bits) - 1) == 0).then_some(out)
+}
+
+/// Base64 of exactly `len` bytes.
+pub fn key(text: &str, len: usize) -> Result<Vec<u8>, String> {
+    match base64(text) {
+        None => Err("is not valid base64".to_owned()),
+        Some(bytes) if bytes.len() != len => {
+            Err(format!("decodes to {} bytes, expected {len}", bytes.len()))
+        }
+        Some(bytes) => Ok(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_decodes_a_32_byte_key() {
+        let key = key("YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=", 32).unwrap();
+        assert_eq!(key, vec![b'a'; 32]);
+        assert!(base64("not base64!").is_none());
+    }
+
+    #[test]
+    fn host_port_accepts_names_v4_and_bracketed_v6() {
+        assert_eq!(
+            host_port("example.com:443").unwrap().to_string(),
+            "example.com:443"
+        );
+        assert_eq!(host_port("[::1]:53").unwrap().to_string(), "[::1]:53");
+        assert!(host_port("::1:53").is_err());
+        assert!(host_port("example.com:0").is_err());
+        assert!(host("bad host").is_err());
+    }
+}

@@ -1,0 +1,101 @@
+//! Warnings: a configuration that is valid but almost certainly not what
+//! was meant.
+
+use etemenanki_ir::route::Network;
+use etemenanki_ir::spec::{InboundProtocol, Spec};
+
+use crate::codes;
+use crate::config::Config;
+use crate::diagnostic::Diagnostic;
+
+pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
+    unrouted(config, spec, diags);
+    udp_to_tcp_only(config, spec, diags);
+}
+
+/// An outbound that no rule, default or balancer names.
+fn unrouted(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
+    let named = |tag: &str| {
+        spec.route.default == tag
+            || spec.route.rules.iter().any(|r| r.target == tag)
+            || spec
+                .balancers
+                .iter()
+                .any(|b| b.members.iter().any(|m| m == tag))
+    };
+    for outbound in &config.outbounds {
+        let tag = &outbound.get_ref().tag;
+        if !tag.get_ref().is_empty() && !named(tag.get_ref()) {
+            diags.push(
+                Diagnostic::warning(
+                    codes::UNROUTED_OUTBOUND,
+                    tag.span(),
+                    format!("nothing routes to outbound {}", tag.get_ref()),
+                )
+                .with_help("route to it, list it in a balancer, or remove it"),
+            );
+        }
+    }
+}
+
+/// UDP that can reach an http or shadowsocks outbound is dropped there.
+fn udp_to_tcp_only(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
+    let udp_in = spec.inbounds.iter().any(|i| match &i.protocol {
+        InboundProtocol::Socks { udp, .. }
+        | InboundProtocol::Shadowsocks { udp, .. }
+        | InboundProtocol::Ss2022 { udp, .. } => *udp,
+        InboundProtocol::Http { .. } => false,
+        _ => true,
+    });
+    if !udp_in {
+        return;
+    }
+    let tcp_only = |tag: &str| spec.outbound(tag).filter(|o| !o.protocol.carries_udp());
+    let Some(route) = config.route.as_ref().map(|r| r.get_ref()) else {
+        return;
+    };
+    for (rule, lowered) in route.rules.iter().zip(&spec.route.rules) {
+        if lowered.network == Some(Network::Tcp) {
+            continue;
+        }
+        if let Some(o) = tcp_only(&lowered.target) {
+            diags.push(
+                Diagnostic::warning(
+                    codes::UDP_TO_TCP_ONLY,
+                    rule.get_ref().outbound.span(),
+                    format!("this rule can send UDP to outbound {}, which carries only TCP ({})", o.tag, o.protocol.name()),
+                )
+                .with_help("add network = \"tcp\" to the rule, or route UDP elsewhere with an earlier network = \"udp\" rule"),
+            );
+        }
+    }
+    let default_span = route.default.as_ref().map(|d| d.span());
+    if let (Some(o), Some(span)) = (tcp_only(&spec.route.default), default_span) {
+        let udp_caught = spec.route.rules.iter().any(|r| {
+            r.network == Some(Network::Udp)
+                && r.domain.is_empty()
+                && r.domain_suffix.is_empty()
+                && r.domain_keyword.is_empty()
+                && r.cidr.is_empty()
+                && r.geoip.is_empty()
+                && r.geosite.is_empty()
+                && r.port.is_empty()
+                && r.source_cidr.is_empty()
+                && r.inbound_tag.is_empty()
+        });
+        if !udp_caught {
+            diags.push(
+                Diagnostic::warning(
+                    codes::UDP_TO_TCP_ONLY,
+                    span,
+                    format!(
+                        "UDP that matches no rule goes to outbound {}, which carries only TCP ({})",
+                        o.tag,
+                        o.protocol.name()
+                    ),
+                )
+                .with_help("route UDP elsewhere with a network = \"udp\" rule"),
+            );
+        }
+    }
+}
