@@ -32,8 +32,10 @@ pub struct Config {
     pub outbounds: Vec<Spanned<Outbound>>,
     #[serde(default, rename = "balancer")]
     pub balancers: Vec<Spanned<Balancer>>,
+    /// Not `Spanned`: `[[route.rule]]` alone creates `[route]` implicitly,
+    /// and toml 0.8 cannot give an implicit table a span.
     #[serde(default)]
-    pub route: Option<Spanned<Route>>,
+    pub route: Option<Route>,
     #[serde(default)]
     pub dns: Option<Spanned<Dns>>,
     #[serde(default)]
@@ -57,10 +59,11 @@ pub struct Inbound {
     pub port: Spanned<u16>,
     #[serde(default)]
     pub sniff: Option<Spanned<bool>>,
+    /// Tables that a deeper header can create implicitly carry no span.
     #[serde(default)]
-    pub stream: Option<Spanned<InboundStream>>,
+    pub stream: Option<InboundStream>,
     #[serde(default)]
-    pub settings: Option<Spanned<InboundSettings>>,
+    pub settings: Option<InboundSettings>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -148,10 +151,11 @@ pub struct Outbound {
     pub address_family: Option<Spanned<String>>,
     #[serde(default)]
     pub drain: Option<Spanned<Drain>>,
+    /// Tables that a deeper header can create implicitly carry no span.
     #[serde(default)]
-    pub stream: Option<Spanned<OutboundStream>>,
+    pub stream: Option<OutboundStream>,
     #[serde(default)]
-    pub settings: Option<Spanned<OutboundSettings>>,
+    pub settings: Option<OutboundSettings>,
 }
 
 #[derive(Debug, Default, Deserialize)]

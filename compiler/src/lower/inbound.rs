@@ -69,7 +69,7 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
     let s = i
         .settings
         .as_ref()
-        .map_or(&default_settings, Spanned::get_ref);
+        .unwrap_or(&default_settings);
 
     let ip = match &i.listen {
         Some(l) => l
@@ -127,13 +127,13 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
     if let Some(stream) = &i.stream {
         let carries_stream = matches!(protocol, "trojan" | "vless" | "vmess");
         let hy2_tls_only = protocol == "hysteria2" && {
-            let st = stream.get_ref();
+            let st = stream;
             st.network.is_none() && st.ws.is_none() && st.grpc.is_none()
         };
         if !carries_stream && !hy2_tls_only {
             cx.error(
                 codes::NOT_APPLICABLE,
-                stream.span(),
+                i.protocol.span(),
                 format!("`stream` does not apply to a {protocol} inbound"),
             );
         }
@@ -222,7 +222,7 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
             }
         }
         _ => {
-            let tls = i.stream.as_ref().and_then(|st| st.get_ref().tls.as_ref());
+            let tls = i.stream.as_ref().and_then(|st| st.tls.as_ref());
             let tls = match tls {
                 Some(tls) => transport::server_tls(cx, tls),
                 None => {

@@ -106,7 +106,7 @@ pub fn lower(
     let settings = o
         .settings
         .as_ref()
-        .map_or(&default_settings, Spanned::get_ref);
+        .unwrap_or(&default_settings);
 
     if !PROTOCOLS.contains(&protocol) {
         let diag = cx.error(
@@ -146,7 +146,7 @@ pub fn lower(
             "freedom" | "blackhole" | "wireguard" | "hysteria2"
         );
         let hy2_tls_only = protocol == "hysteria2" && {
-            let s = stream.get_ref();
+            let s = stream;
             s.network.is_none()
                 && s.security.is_none()
                 && s.ws.is_none()
@@ -154,7 +154,7 @@ pub fn lower(
                 && s.address_family.is_none()
         };
         if !stream_ok && !hy2_tls_only {
-            not_applicable(cx, stream.span(), "stream", protocol);
+            not_applicable(cx, o.protocol.span(), "stream", protocol);
         }
     }
     if let Some(af) = &o.address_family {
@@ -481,7 +481,7 @@ fn hysteria2(cx: &mut Cx, o: &Outbound, s: &OutboundSettings, span: Span) -> Hys
     let server = server(cx, o, span.clone());
     let tls = transport::client_tls(
         cx,
-        o.stream.as_ref().and_then(|s| s.get_ref().tls.as_ref()),
+        o.stream.as_ref().and_then(|s| s.tls.as_ref()),
         &server.host.name(),
     );
     let alpn = if tls.alpn.is_empty() {

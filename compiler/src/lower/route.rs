@@ -7,7 +7,7 @@ use crate::codes;
 use crate::config::{self, Config, Spanned};
 
 pub fn lower(cx: &mut Cx, config: &Config) -> RouteTable {
-    let route = config.route.as_ref().map(Spanned::get_ref);
+    let route = config.route.as_ref();
     let default = match route.and_then(|r| r.default.as_ref()) {
         Some(tag) => tag.get_ref().clone(),
         // Seed 004: without [route].default, the first [[outbound]]; a

@@ -17,11 +17,11 @@ const SECURITIES: &[&str] = &["none", "tls"];
 /// Lowers `[outbound.stream]` for a client dialing `server`.
 pub fn client(
     cx: &mut Cx,
-    stream: Option<&Spanned<OutboundStream>>,
+    stream: Option<&OutboundStream>,
     server: &HostPort,
 ) -> TransportSpec {
     let default = OutboundStream::default();
-    let stream = stream.map_or(&default, Spanned::get_ref);
+    let stream = stream.unwrap_or(&default);
     let network = stream.network.as_ref().and_then(|n| {
         cx.one_of(n, "network", NETWORKS, |v| {
             NETWORKS.contains(&v).then(|| v.to_owned())
@@ -226,9 +226,9 @@ pub fn address_family(cx: &mut Cx, value: Option<&Spanned<String>>) -> AddressFa
 }
 
 /// Lowers `[inbound.stream]` for trojan, vless and vmess servers.
-pub fn server(cx: &mut Cx, stream: Option<&Spanned<InboundStream>>) -> InboundTransport {
+pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
     let default = InboundStream::default();
-    let stream = stream.map_or(&default, Spanned::get_ref);
+    let stream = stream.unwrap_or(&default);
     let network = stream
         .network
         .as_ref()

@@ -122,7 +122,6 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
         .map(|i| i.get_ref().tag.get_ref().as_str())
         .collect();
     let Some(route) = &config.route else { return };
-    let route = route.get_ref();
     let named = route
         .default
         .iter()

@@ -51,7 +51,7 @@ fn udp_to_tcp_only(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
         return;
     }
     let tcp_only = |tag: &str| spec.outbound(tag).filter(|o| !o.protocol.carries_udp());
-    let Some(route) = config.route.as_ref().map(|r| r.get_ref()) else {
+    let Some(route) = config.route.as_ref() else {
         return;
     };
     for (rule, lowered) in route.rules.iter().zip(&spec.route.rules) {
