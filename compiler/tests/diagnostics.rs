@@ -35,7 +35,16 @@ fn every_code_has_a_fixture_that_reports_it_and_a_snapshot() {
             source.path,
             code.code
         );
-        let shown = Source::new(format!("fixtures/{}", Path::new(&source.path).file_name().unwrap().to_string_lossy()), source.text.clone());
+        let shown = Source::new(
+            format!(
+                "fixtures/{}",
+                Path::new(&source.path)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+            ),
+            source.text.clone(),
+        );
         let rendered = render::human(&shown, &diags, Style::plain());
         insta::with_settings!({
             snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/diagnostics"),
@@ -51,7 +60,11 @@ fn every_code_has_a_fixture_that_reports_it_and_a_snapshot() {
 #[test]
 fn every_code_has_an_explanation() {
     for code in codes::ALL {
-        assert!(code.explanation.len() > 40, "{} needs a real explanation", code.code);
+        assert!(
+            code.explanation.len() > 40,
+            "{} needs a real explanation",
+            code.code
+        );
         assert!(!code.title.ends_with('.'));
     }
 }

@@ -11,11 +11,11 @@ use std::time::Duration;
 /// Formats a duration the way the language writes it: `30s`, `250ms`, `5m`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         format!("{ms}ms")
-    } else if ms % 3_600_000 == 0 && ms > 0 {
+    } else if ms.is_multiple_of(3_600_000) && ms > 0 {
         format!("{}h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 && ms > 0 {
+    } else if ms.is_multiple_of(60_000) && ms > 0 {
         format!("{}m", ms / 60_000)
     } else {
         format!("{}s", ms / 1000)

@@ -66,10 +66,7 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
     let tag = i.tag.get_ref().clone();
     let protocol = i.protocol.get_ref().as_str();
     let default_settings = InboundSettings::default();
-    let s = i
-        .settings
-        .as_ref()
-        .unwrap_or(&default_settings);
+    let s = i.settings.as_ref().unwrap_or(&default_settings);
 
     let ip = match &i.listen {
         Some(l) => l

@@ -103,10 +103,7 @@ pub fn lower(
     let drain = o.drain.as_ref().map_or(default_drain, |d| d.get_ref().0);
     let protocol = o.protocol.get_ref().as_str();
     let default_settings = OutboundSettings::default();
-    let settings = o
-        .settings
-        .as_ref()
-        .unwrap_or(&default_settings);
+    let settings = o.settings.as_ref().unwrap_or(&default_settings);
 
     if !PROTOCOLS.contains(&protocol) {
         let diag = cx.error(

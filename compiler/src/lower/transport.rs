@@ -15,11 +15,7 @@ const SERVER_NETWORKS: &[&str] = &["tcp", "ws", "grpc"];
 const SECURITIES: &[&str] = &["none", "tls"];
 
 /// Lowers `[outbound.stream]` for a client dialing `server`.
-pub fn client(
-    cx: &mut Cx,
-    stream: Option<&OutboundStream>,
-    server: &HostPort,
-) -> TransportSpec {
+pub fn client(cx: &mut Cx, stream: Option<&OutboundStream>, server: &HostPort) -> TransportSpec {
     let default = OutboundStream::default();
     let stream = stream.unwrap_or(&default);
     let network = stream.network.as_ref().and_then(|n| {

@@ -1,0 +1,193 @@
+//! The real `etc` binary: exit codes, output formats, plan files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn etc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_etc"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("etc runs")
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("etc-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const VALID: &str = r#"
+[[inbound]]
+tag = "socks-in"
+protocol = "socks"
+port = 1080
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+
+[[outbound]]
+tag = "proxy"
+protocol = "trojan"
+server = "proxy.example.com"
+port = 443
+
+[outbound.stream]
+network = "tls"
+
+[outbound.settings]
+password = "correct-horse-battery-staple"
+
+[route]
+default = "proxy"
+
+[[route.rule]]
+outbound = "direct"
+cidr = ["10.0.0.0/8"]
+"#;
+
+#[test]
+fn check_exits_0_when_valid_1_when_invalid_2_when_unreadable() {
+    let dir = temp("exit");
+    let good = dir.join("good.toml");
+    std::fs::write(&good, VALID).unwrap();
+    assert_eq!(
+        etc(&["check", good.to_str().unwrap()]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        etc(&["check", &fixture("E0201.toml")]).status.code(),
+        Some(1)
+    );
+    assert_eq!(etc(&["check", "/no/such/file.toml"]).status.code(), Some(2));
+    assert_eq!(
+        etc(&["check"]).status.code(),
+        Some(2),
+        "no file is a usage error"
+    );
+}
+
+#[test]
+fn deny_warnings_turns_a_warning_into_a_failure() {
+    let warned = fixture("W0002.toml");
+    assert_eq!(etc(&["check", &warned]).status.code(), Some(0));
+    assert_eq!(
+        etc(&["check", "--deny-warnings", &warned]).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn json_output_is_one_versioned_document() {
+    let out = etc(&["check", "--format", "json", &fixture("E0202.toml")]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["format_version"], 1);
+    let d = &doc["diagnostics"][0];
+    assert_eq!(d["code"], "E0202");
+    assert_eq!(d["severity"], "error");
+    assert_eq!(
+        d["message"],
+        "balancer proxy references unknown outbound tag: backup"
+    );
+    assert_eq!(d["line"], 9);
+    assert_eq!(d["column"], 25);
+    assert!(d["file"].as_str().unwrap().ends_with("E0202.toml"));
+}
+
+#[test]
+fn human_output_has_no_colour_under_no_color() {
+    let out = etc(&["check", &fixture("E0103.toml")]);
+    let text = String::from_utf8(out.stderr).unwrap();
+    assert!(text.contains("route references unknown outbound tag: prxy"));
+    assert!(!text.contains('\u{1b}'), "escape codes under NO_COLOR");
+}
+
+#[test]
+fn build_writes_a_private_plan_that_decodes_to_the_compiled_spec() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp("build");
+    let config = dir.join("c.toml");
+    std::fs::write(&config, VALID).unwrap();
+    let plan = dir.join("plan.bin");
+    let out = etc(&[
+        "build",
+        config.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(&plan).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let decoded = etemenanki_ir::encode::decode(&std::fs::read(&plan).unwrap()).unwrap();
+    let source = etemenanki_compiler::Source::new(config.display().to_string(), VALID);
+    assert_eq!(
+        decoded.spec,
+        etemenanki_compiler::compile(&source).unwrap().spec
+    );
+    assert_eq!(
+        decoded.source_digest,
+        etemenanki_ir::encode::sha256(VALID.as_bytes())
+    );
+}
+
+#[test]
+fn inspect_masks_secrets_in_both_formats() {
+    let dir = temp("inspect");
+    let config = dir.join("c.toml");
+    std::fs::write(&config, VALID).unwrap();
+    let plan = dir.join("plan.bin");
+    etc(&[
+        "build",
+        config.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    for format in ["human", "json"] {
+        let out = etc(&["inspect", plan.to_str().unwrap(), "--format", format]);
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("proxy.example.com"), "{format}: {text}");
+        assert!(
+            !text.contains("correct-horse"),
+            "{format} leaks the password"
+        );
+    }
+}
+
+#[test]
+fn inspect_refuses_a_truncated_plan_with_one_line() {
+    let dir = temp("truncated");
+    let plan = dir.join("plan.bin");
+    std::fs::write(&plan, b"ETEMPLAN\x01").unwrap();
+    let out = etc(&["inspect", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("truncated plan"), "{text}");
+}
+
+#[test]
+fn explain_prints_the_long_text_of_a_code() {
+    let out = etc(&["explain", "E0203"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("TCP connect"));
+    assert_eq!(etc(&["explain", "E9999"]).status.code(), Some(2));
+}
