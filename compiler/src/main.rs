@@ -26,6 +26,8 @@ enum Command {
     Inspect(cli::inspect::Args),
     /// Explain a diagnostic code.
     Explain(cli::explain::Args),
+    /// Compile a configuration and start etemenanki-run on it (for development).
+    Run(cli::run::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,5 +36,6 @@ fn main() -> ExitCode {
         Command::Build(args) => cli::build::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
         Command::Explain(args) => cli::explain::run(args),
+        Command::Run(args) => cli::run::run(args),
     }
 }
