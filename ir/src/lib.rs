@@ -3,8 +3,12 @@
 //! executes them).
 
 pub mod encode;
+pub mod plan;
 pub mod route;
 pub mod spec;
+pub mod state;
+#[cfg(test)]
+mod testing;
 
 use std::time::Duration;
 
