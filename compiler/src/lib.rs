@@ -10,6 +10,7 @@ pub mod codes;
 pub mod config;
 pub mod diagnostic;
 pub mod lower;
+pub mod plan_view;
 pub mod render;
 pub mod syntax;
 pub mod validate;

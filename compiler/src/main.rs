@@ -24,6 +24,8 @@ enum Command {
     Build(cli::build::Args),
     /// Show what a plan file holds, secrets masked.
     Inspect(cli::inspect::Args),
+    /// Preview what loading a configuration on a running host builds, reuses and drains.
+    Plan(cli::plan::Args),
     /// Explain a diagnostic code.
     Explain(cli::explain::Args),
     /// Compile a configuration and start etemenanki-run on it (for development).
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::run(args),
         Command::Build(args) => cli::build::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
+        Command::Plan(args) => cli::plan::run(args),
         Command::Explain(args) => cli::explain::run(args),
         Command::Run(args) => cli::run::run(args),
     }

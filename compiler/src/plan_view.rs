@@ -55,8 +55,10 @@ pub fn human(plan: &Plan, verbose: bool) -> String {
         .filter(|s| verbose || !(s.action == Action::Reuse && s.reason == Reason::Unchanged))
         .collect();
     let folded = plan.steps.len() - shown.len();
-    let rows: Vec<(char, String, String, String)> =
-        shown.iter().map(|s| (symbol(s), name(s), versions(s), reason(s))).collect();
+    let rows: Vec<(char, String, String, String)> = shown
+        .iter()
+        .map(|s| (symbol(s), name(s), versions(s), reason(s)))
+        .collect();
     let name_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
     let version_width = rows.iter().map(|r| r.2.len()).max().unwrap_or(0);
 
@@ -68,7 +70,10 @@ pub fn human(plan: &Plan, verbose: bool) -> String {
         plan.epoch - 1
     );
     for (symbol, name, versions, reason) in &rows {
-        let _ = writeln!(out, "  {symbol} {name:name_width$}  {versions:version_width$}  {reason}");
+        let _ = writeln!(
+            out,
+            "  {symbol} {name:name_width$}  {versions:version_width$}  {reason}"
+        );
     }
     if folded > 0 {
         let _ = writeln!(out, "  = {folded} unchanged (--verbose lists them)");

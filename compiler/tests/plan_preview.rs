@@ -65,7 +65,12 @@ cidr = ["10.0.0.0/8", "192.168.0.0/16"]
 "#;
 
 /// The secrets the fixtures hold; none may ever be printed.
-const SECRETS: &[&str] = &["primary-secret-1", "primary-secret-2", "backup-secret-1", "5783a3e7"];
+const SECRETS: &[&str] = &[
+    "primary-secret-1",
+    "primary-secret-2",
+    "backup-secret-1",
+    "5783a3e7",
+];
 
 /// BASE with each `(from, to)` replaced once; a missing `from` is a broken
 /// fixture.
@@ -112,7 +117,10 @@ fn etc_plan(old: &PathBuf, new: &PathBuf, extra: &[&str]) -> Run {
         stderr: String::from_utf8(out.stderr).unwrap(),
     };
     for secret in SECRETS {
-        assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret), "{secret} printed");
+        assert!(
+            !run.stdout.contains(secret) && !run.stderr.contains(secret),
+            "{secret} printed"
+        );
     }
     run
 }
@@ -152,7 +160,10 @@ fn a_dns_change_rebuilds_every_outbound_but_blackhole() {
 #[test]
 fn removing_a_balancer_drains_nothing() {
     let new = edit(&[
-        ("[[balancer]]\ntag = \"proxy\"\noutbounds = [\"primary\", \"backup\"]\n\n", ""),
+        (
+            "[[balancer]]\ntag = \"proxy\"\noutbounds = [\"primary\", \"backup\"]\n\n",
+            "",
+        ),
         ("default = \"proxy\"", "default = \"primary\""),
     ]);
     preview("balancer_removed", BASE, &new, false);
@@ -201,12 +212,26 @@ fn a_tag_added_back_from_a_state_file_gets_a_fresh_version() {
 #[test]
 fn the_detailed_exitcode_is_0_without_changes_2_with_and_1_on_error() {
     let base = write("exit-base.toml", BASE.as_bytes());
-    let changed = write("exit-changed.toml", edit(&[("port = 1080", "port = 1081")]).as_bytes());
-    let broken = write("exit-broken.toml", edit(&[("outbounds = [\"primary\", \"backup\"]", "outbounds = [\"primery\"]")]).as_bytes());
+    let changed = write(
+        "exit-changed.toml",
+        edit(&[("port = 1080", "port = 1081")]).as_bytes(),
+    );
+    let broken = write(
+        "exit-broken.toml",
+        edit(&[(
+            "outbounds = [\"primary\", \"backup\"]",
+            "outbounds = [\"primery\"]",
+        )])
+        .as_bytes(),
+    );
     let flag = ["--detailed-exitcode"];
     assert_eq!(etc_plan(&base, &base, &flag).code, 0);
     assert_eq!(etc_plan(&base, &changed, &flag).code, 2);
-    assert_eq!(etc_plan(&base, &changed, &[]).code, 0, "without the flag a change is not an error");
+    assert_eq!(
+        etc_plan(&base, &changed, &[]).code,
+        0,
+        "without the flag a change is not an error"
+    );
     let error = etc_plan(&base, &broken, &flag);
     assert_eq!(error.code, 1);
     assert!(error.stderr.contains("primery"), "{}", error.stderr);
@@ -219,7 +244,10 @@ fn a_plan_bin_counts_as_deployed_at_v1() {
     let compiled = compile(&source).unwrap();
     let bin = write("bin-old.bin", &compiled.plan_bytes(&source));
     let toml = write("bin-old.toml", BASE.as_bytes());
-    let new = write("bin-new.toml", edit(&[("primary-secret-1", "primary-secret-2")]).as_bytes());
+    let new = write(
+        "bin-new.toml",
+        edit(&[("primary-secret-1", "primary-secret-2")]).as_bytes(),
+    );
     let from_bin = etc_plan(&bin, &new, &["--format", "json"]);
     let from_toml = etc_plan(&toml, &new, &["--format", "json"]);
     assert_eq!(from_bin.code, 0, "{}", from_bin.stderr);
@@ -229,12 +257,16 @@ fn a_plan_bin_counts_as_deployed_at_v1() {
 #[test]
 fn a_corrupt_state_file_is_one_line_that_says_what_it_found() {
     let spec = compile(&Source::new("fixture.toml", BASE)).unwrap().spec;
-    let mut bytes = DeployedState::initial(spec).encode();
+    let good = write("good-state.bin", &DeployedState::initial(spec).encode());
+    let mut bytes = std::fs::read(&good).unwrap();
     bytes[8] = 9;
     let old = write("corrupt-state.bin", &bytes);
     let new = write("corrupt-new.toml", BASE.as_bytes());
     let run = etc_plan(&old, &new, &[]);
-    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.code, 2,
+        "a file that does not load is an I/O error, as in etc inspect"
+    );
     assert_eq!(
         run.stderr,
         format!(
@@ -242,7 +274,9 @@ fn a_corrupt_state_file_is_one_line_that_says_what_it_found() {
             old.display()
         )
     );
-    let as_new = etc_plan(&new, &old, &[]);
-    assert_eq!(as_new.code, 1);
-    assert!(as_new.stderr.contains("is a state file: NEW must be a configuration or a plan.bin"));
+    let as_new = etc_plan(&new, &good, &["--detailed-exitcode"]);
+    assert_eq!(as_new.code, 1, "under --detailed-exitcode every error is 1");
+    assert!(as_new
+        .stderr
+        .contains("is a state file: NEW must be a configuration or a plan.bin"));
 }

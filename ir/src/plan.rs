@@ -24,8 +24,9 @@
 //!   still be draining;
 //! - the internal DNS target is rebuilt only with the DNS spec (or the socket
 //!   policy its resolvers dial under);
-//! - the route plane is republished when the route table or the limits
-//!   changed, or when any target it holds was built, drained or removed.
+//! - the route plane is republished when the route table (rules and default,
+//!   not the source lines they were written on) or the limits changed, or
+//!   when any target it holds was built, drained or removed.
 
 mod diff;
 mod summary;
@@ -35,6 +36,7 @@ mod tests;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::route::{RouteTable, Rule};
 use crate::spec::{DrainPolicy, Spec};
 use crate::state::DeployedState;
 
@@ -340,7 +342,7 @@ pub fn plan(state: &DeployedState, new: &Spec) -> Plan {
     }
 
     let mut publish = Vec::new();
-    if old.route != new.route {
+    if !same_routes(&old.route, &new.route) {
         publish.push(PublishReason::Route);
     }
     if old.limits != new.limits {
@@ -357,6 +359,20 @@ pub fn plan(state: &DeployedState, new: &Spec) -> Plan {
         steps,
         publish,
     }
+}
+
+/// Whether two route tables route every flow alike. The source line a rule
+/// was written on is left out: an edit elsewhere in the file moves it without
+/// changing what the rule does, and must not make a reload look like a change.
+fn same_routes(a: &RouteTable, b: &RouteTable) -> bool {
+    a.default == b.default
+        && a.rules.len() == b.rules.len()
+        && a.rules.iter().zip(&b.rules).all(|(x, y)| {
+            Rule {
+                line: y.line,
+                ..x.clone()
+            } == *y
+        })
 }
 
 fn reuse(kind: Kind, tag: String, version: u32, reason: Reason) -> Step {

@@ -7,6 +7,7 @@ pub mod build;
 pub mod check;
 pub mod explain;
 pub mod inspect;
+pub mod plan;
 pub mod run;
 
 use std::process::ExitCode;

@@ -14,9 +14,8 @@ use etemenanki_ir::spec::Spec;
 use etemenanki_ir::state::DeployedState;
 use etemenanki_ir::{encode, plan, state};
 
-use crate::plan_view;
-use crate::render::{self, Style};
-use crate::Source;
+use super::{report_failure, Format, INVALID, USAGE};
+use crate::{plan_view, Failure, Source};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,29 +25,31 @@ pub struct Args {
     /// What to load: a source configuration or a plan.bin.
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
-    #[arg(long, value_enum, default_value_t = Format::Human)]
+    #[arg(long, value_enum, default_value_t)]
     pub format: Format,
     /// List reused resources one by one instead of counting them.
     #[arg(long)]
     pub verbose: bool,
-    /// Exit 0 when nothing changes, 2 when something does, 1 on error.
+    /// Exit 0 when nothing changes, 2 when something does, 1 on any error.
     #[arg(long)]
     pub detailed_exitcode: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Human,
-    Json,
-}
+/// The exit code when there are changes, under `--detailed-exitcode`.
+const CHANGES: u8 = 2;
 
 pub fn run(args: Args) -> ExitCode {
     let loaded = load_deployed(&args.from).and_then(|old| Ok((old, load_new(&args.new)?)));
     let (old, new) = match loaded {
         Ok(both) => both,
-        Err(message) => {
-            eprint!("{message}");
-            return ExitCode::from(1);
+        Err(error) => {
+            let code = error.report(args.format);
+            // Under --detailed-exitcode 2 means "changes", so every error is 1.
+            return ExitCode::from(if args.detailed_exitcode {
+                INVALID
+            } else {
+                code
+            });
         }
     };
     let plan = plan::plan(&old, &new);
@@ -57,66 +58,88 @@ pub fn run(args: Args) -> ExitCode {
         Format::Json => println!("{}", plan_view::json(&plan)),
     }
     match args.detailed_exitcode && plan.has_changes() {
-        true => ExitCode::from(2),
+        true => ExitCode::from(CHANGES),
         false => ExitCode::SUCCESS,
+    }
+}
+
+/// Why an input could not be loaded.
+enum LoadError {
+    /// A source that does not read or compile.
+    Compile(Failure),
+    /// A binary file that does not decode, or one of the wrong kind.
+    File(String),
+}
+
+impl LoadError {
+    /// Prints the error on stderr (compile diagnostics as JSON on stdout under
+    /// `--format json`, as `etc check` does) and returns its exit code.
+    fn report(&self, format: Format) -> u8 {
+        match self {
+            LoadError::Compile(failure) => {
+                let _ = report_failure(failure, format);
+                match failure {
+                    Failure::Io(_) => USAGE,
+                    Failure::Invalid(..) => INVALID,
+                }
+            }
+            LoadError::File(message) => {
+                eprintln!("error: {message}");
+                USAGE
+            }
+        }
     }
 }
 
 /// A file `etc plan` reads, told apart by its first bytes.
 enum Input {
     State(DeployedState),
-    Plan(Spec),
-    Source(Spec),
+    Spec(Spec),
 }
 
-fn load_deployed(path: &Path) -> Result<DeployedState, String> {
+fn load_deployed(path: &Path) -> Result<DeployedState, LoadError> {
     Ok(match load(path)? {
         Input::State(state) => state,
-        Input::Plan(spec) | Input::Source(spec) => DeployedState::initial(spec),
+        Input::Spec(spec) => DeployedState::initial(spec),
     })
 }
 
-fn load_new(path: &Path) -> Result<Spec, String> {
+fn load_new(path: &Path) -> Result<Spec, LoadError> {
     match load(path)? {
-        Input::Plan(spec) | Input::Source(spec) => Ok(spec),
-        Input::State(_) => Err(format!(
-            "error: {} is a state file: NEW must be a configuration or a plan.bin\n",
+        Input::Spec(spec) => Ok(spec),
+        Input::State(_) => Err(LoadError::File(format!(
+            "{} is a state file: NEW must be a configuration or a plan.bin",
             path.display()
-        )),
+        ))),
     }
 }
 
-/// Reads a state file, a plan.bin or a source. Errors come back as the text
-/// to print, diagnostics rendered.
-fn load(path: &Path) -> Result<Input, String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("error: cannot read {}: {}\n", path.display(), io_text(&e)))?;
-    let failed = |e: &dyn std::fmt::Display| format!("error: {}: {e}\n", path.display());
+/// Reads a state file, a plan.bin or a source configuration.
+fn load(path: &Path) -> Result<Input, LoadError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        let message = format!(
+            "cannot read {}: {}",
+            path.display(),
+            crate::lower::io_text(&e)
+        );
+        LoadError::Compile(Failure::Io(message))
+    })?;
+    let failed = |e: &dyn std::fmt::Display| LoadError::File(format!("{}: {e}", path.display()));
     if bytes.starts_with(state::MAGIC) {
-        return DeployedState::decode(&bytes).map(Input::State).map_err(|e| failed(&e));
+        return DeployedState::decode(&bytes)
+            .map(Input::State)
+            .map_err(|e| failed(&e));
     }
     if bytes.starts_with(encode::MAGIC) {
-        return encode::decode(&bytes).map(|p| Input::Plan(p.spec)).map_err(|e| failed(&e));
+        return encode::decode(&bytes)
+            .map(|p| Input::Spec(p.spec))
+            .map_err(|e| failed(&e));
     }
-    let text = String::from_utf8(bytes).map_err(|_| {
-        failed(&"not UTF-8 text, and not a plan.bin or state file either")
-    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| failed(&"not UTF-8 text, nor a plan.bin or state file"))?;
     let source = Source::new(path.display().to_string(), text);
     match crate::compile(&source) {
-        Ok(compiled) => Ok(Input::Source(compiled.spec)),
-        Err(diags) => Err(format!(
-            "{}{}\n",
-            render::human(&source, &diags, Style::detect()),
-            render::summary(&source.path, &diags)
-        )),
-    }
-}
-
-/// An I/O error's text without the `(os error N)` suffix.
-fn io_text(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    match text.find(" (os error") {
-        Some(at) => text[..at].to_lowercase(),
-        None => text,
+        Ok(compiled) => Ok(Input::Spec(compiled.spec)),
+        Err(diags) => Err(LoadError::Compile(Failure::Invalid(source, diags))),
     }
 }

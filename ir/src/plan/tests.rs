@@ -342,6 +342,22 @@ fn the_route_table_and_limits_republish_the_plane_and_rebuild_nothing() {
 }
 
 #[test]
+fn a_rule_that_only_moved_in_the_source_is_no_route_change() {
+    let mut old = fleet();
+    old.route.rules.push(crate::route::Rule {
+        target: "direct".into(),
+        line: 10,
+        ..Default::default()
+    });
+    let state = DeployedState::initial(old.clone());
+    let mut moved = old.clone();
+    moved.route.rules[0].line = 14;
+    assert!(!plan(&state, &moved).has_changes());
+    moved.route.rules[0].target = "block".into();
+    assert_eq!(plan(&state, &moved).publish, vec![PublishReason::Route]);
+}
+
+#[test]
 fn the_summary_counts_the_steps_it_sums_up() {
     let mut rng = Rng::new(7);
     for _ in 0..200 {
