@@ -163,8 +163,15 @@ impl DeployedState {
         Ok(state)
     }
 
-    /// Every running resource has a version: the planner counts on it.
+    /// Every running resource has a version, and every counter can be
+    /// advanced once more: the planner counts on both.
     fn check(&self) -> Result<(), StateError> {
+        let versions = &self.versions;
+        let exhausted = versions.targets.values().chain(versions.inbounds.values());
+        if self.epoch == u64::MAX || versions.dns == u32::MAX || exhausted.max() == Some(&u32::MAX)
+        {
+            return Err(StateError::Exhausted);
+        }
         let unversioned = |kind: Kind, tag: &str| StateError::Unversioned {
             kind: kind.name(),
             tag: tag.to_owned(),
@@ -196,6 +203,7 @@ pub enum StateError {
     DigestMismatch,
     Body(String),
     Unversioned { kind: &'static str, tag: String },
+    Exhausted,
 }
 
 impl fmt::Display for StateError {
@@ -219,6 +227,9 @@ impl fmt::Display for StateError {
                 "corrupt state file: the body does not match the digest in its header (the file is damaged or truncated)",
             ),
             StateError::Body(err) => write!(f, "corrupt state file: the body does not decode: {err}"),
+            StateError::Exhausted => f.write_str(
+                "corrupt state file: an epoch or version counter is at its maximum and cannot advance",
+            ),
             StateError::Unversioned { kind, tag } => write!(
                 f,
                 "corrupt state file: the running {kind} {tag} has no version"

@@ -196,5 +196,11 @@ pub fn random_spec(rng: &mut Rng) -> Spec {
     if rng.chance(20) {
         s.route.default = "changed".into();
     }
+    if rng.chance(10) {
+        s.socket.mark = Some(1);
+    }
+    if rng.chance(10) {
+        s.limits.max_connections = 1_024;
+    }
     s
 }

@@ -106,3 +106,13 @@ fn random_bodies_never_panic() {
         let _ = DeployedState::decode(&bytes);
     }
 }
+
+#[test]
+fn a_counter_that_cannot_advance_is_refused() {
+    let mut s = state();
+    s.versions.targets.insert("old".into(), u32::MAX);
+    assert_eq!(
+        DeployedState::decode(&s.encode()),
+        Err(StateError::Exhausted)
+    );
+}
