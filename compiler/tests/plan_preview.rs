@@ -139,9 +139,12 @@ fn snapshot(case: &str, old: &PathBuf, new: &PathBuf, verbose: bool) {
     assert_eq!(json.code, 0, "{}", json.stderr);
     let parsed: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(parsed["format_version"], 1);
-    insta::with_settings!({ snapshot_path => "../../snapshots", prepend_module_to_snapshot => false }, {
-        insta::assert_snapshot!(format!("plan_{case}_human"), human.stdout);
-        insta::assert_snapshot!(format!("plan_{case}_json"), json.stdout);
+    insta::with_settings!({
+        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/plan"),
+        prepend_module_to_snapshot => false,
+    }, {
+        insta::assert_snapshot!(format!("{case}_human"), human.stdout);
+        insta::assert_snapshot!(format!("{case}_json"), json.stdout);
     });
 }
 
