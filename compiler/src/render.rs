@@ -116,6 +116,27 @@ pub fn human(source: &Source, diags: &[Diagnostic], style: Style) -> String {
     out
 }
 
+/// Diagnostics as `file:line:column: error[CODE]: message` lines, with their
+/// help, and no source snippet: for output that must not quote the source,
+/// which may hold secrets (`etc plan` runs in CI logs).
+pub fn compact(source: &Source, diags: &[Diagnostic]) -> String {
+    let mut out = String::new();
+    for d in diags {
+        let (line, column) = source.line_col(d.span.start);
+        out.push_str(&format!(
+            "{}:{line}:{column}: {}[{}]: {}\n",
+            source.path,
+            d.severity.name(),
+            d.code,
+            d.message
+        ));
+        if let Some(help) = &d.help {
+            out.push_str(&format!("  help: {help}\n"));
+        }
+    }
+    out
+}
+
 /// One line that ends a human check: how many errors and warnings.
 pub fn summary(path: &str, diags: &[Diagnostic]) -> String {
     let errors = diags.iter().filter(|d| d.is_error()).count();

@@ -283,3 +283,24 @@ fn a_corrupt_state_file_is_one_line_that_says_what_it_found() {
         .stderr
         .contains("is a state file: NEW must be a configuration or a plan.bin"));
 }
+
+#[test]
+fn an_invalid_new_config_is_reported_without_quoting_its_secrets() {
+    let old = write("quote-old.toml", BASE.as_bytes());
+    // The broken key sits right next to a password line.
+    let new = write(
+        "quote-new.toml",
+        edit(&[(
+            "password = \"primary-secret-1\"",
+            "password = \"primary-secret-1\"\npasword = 1",
+        )])
+        .as_bytes(),
+    );
+    let run = etc_plan(&old, &new, &[]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("error[E0002]: unknown field `pasword`"),
+        "{}",
+        run.stderr
+    );
+}

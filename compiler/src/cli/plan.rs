@@ -15,6 +15,7 @@ use etemenanki_ir::state::DeployedState;
 use etemenanki_ir::{encode, plan, state};
 
 use super::{report_failure, Format, INVALID, USAGE};
+use crate::render;
 use crate::{plan_view, Failure, Source};
 
 #[derive(Debug, clap::Args)]
@@ -76,6 +77,12 @@ impl LoadError {
     /// `--format json`, as `etc check` does) and returns its exit code.
     fn report(&self, format: Format) -> u8 {
         match self {
+            // No source snippets: a line next to an error may hold a secret.
+            LoadError::Compile(Failure::Invalid(source, diags)) if format == Format::Human => {
+                eprint!("{}", render::compact(source, diags));
+                eprintln!("{}", render::summary(&source.path, diags));
+                INVALID
+            }
             LoadError::Compile(failure) => {
                 let _ = report_failure(failure, format);
                 match failure {
