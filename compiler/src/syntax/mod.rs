@@ -1,5 +1,6 @@
 //! The front ends: each turns source text into a [`Config`].
 
+pub mod et;
 pub mod toml;
 
 use crate::config::Config;
@@ -11,6 +12,6 @@ pub fn parse(source: &Source) -> Result<Config, Vec<Diagnostic>> {
     if source.is_toml() {
         toml::parse(&source.text)
     } else {
-        toml::parse(&source.text)
+        et::parse(&source.text)
     }
 }
