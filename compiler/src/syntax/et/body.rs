@@ -62,14 +62,22 @@ impl Cx<'_> {
             } else {
                 Content::Block(self.body(rest, item_span, key_span.clone()))
             };
-            items.push(Item { key: key_text, key_span, content });
+            items.push(Item {
+                key: key_text,
+                key_span,
+                content,
+            });
         }
         Body { span, head, items }
     }
 
     /// Checks a body against the keys it accepts, reporting every unknown
     /// key, duplicate and misshapen item, and returns what is left.
-    pub(super) fn fields<'b>(&mut self, body: &'b Body, keys: &[(&'static str, Shape)]) -> Fields<'b> {
+    pub(super) fn fields<'b>(
+        &mut self,
+        body: &'b Body,
+        keys: &[(&'static str, Shape)],
+    ) -> Fields<'b> {
         let mut kept: Vec<&'b Item> = Vec::new();
         for item in &body.items {
             let Some(&(_, shape)) = keys.iter().find(|(k, _)| *k == item.key) else {
@@ -83,7 +91,10 @@ impl Cx<'_> {
                         Diagnostic::error(
                             codes::WRONG_TYPE,
                             item.key_span.clone(),
-                            format!("invalid type: setting, expected a block `{} {{ ... }}`", item.key),
+                            format!(
+                                "invalid type: setting, expected a block `{} {{ ... }}`",
+                                item.key
+                            ),
                         )
                         .with_help(format!("write `{} {{ ... }}` without `=`", item.key)),
                     );
@@ -94,7 +105,10 @@ impl Cx<'_> {
                         Diagnostic::error(
                             codes::WRONG_TYPE,
                             item.key_span.clone(),
-                            format!("invalid type: block, expected a setting `{} = ...`", item.key),
+                            format!(
+                                "invalid type: block, expected a setting `{} = ...`",
+                                item.key
+                            ),
                         )
                         .with_help(format!("write `{} = <value>`", item.key)),
                     );
@@ -104,18 +118,29 @@ impl Cx<'_> {
             }
             if shape != Shape::Blocks {
                 if let Some(first) = kept.iter().find(|k| k.key == item.key) {
-                    self.report(duplicate(&item.key, item.key_span.clone(), first.key_span.clone()));
+                    self.report(duplicate(
+                        &item.key,
+                        item.key_span.clone(),
+                        first.key_span.clone(),
+                    ));
                     continue;
                 }
             }
             kept.push(item);
         }
-        Fields { head: body.head.clone(), items: kept }
+        Fields {
+            head: body.head.clone(),
+            items: kept,
+        }
     }
 
     /// Reports a required key that is absent, in serde's words.
     pub(super) fn missing(&mut self, head: Span, key: &str) {
-        self.report(Diagnostic::error(codes::MISSING_FIELD, head, format!("missing field `{key}`")));
+        self.report(Diagnostic::error(
+            codes::MISSING_FIELD,
+            head,
+            format!("missing field `{key}`"),
+        ));
     }
 }
 
@@ -127,10 +152,13 @@ pub(super) struct Fields<'b> {
 
 impl<'b> Fields<'b> {
     pub fn setting(&self, key: &str) -> Option<&'b Value> {
-        self.items.iter().find(|i| i.key == key).and_then(|i| match &i.content {
-            Content::Setting(v) => Some(v),
-            Content::Block(_) => None,
-        })
+        self.items
+            .iter()
+            .find(|i| i.key == key)
+            .and_then(|i| match &i.content {
+                Content::Setting(v) => Some(v),
+                Content::Block(_) => None,
+            })
     }
 
     pub fn block(&self, key: &str) -> Option<&'b Body> {
@@ -138,15 +166,21 @@ impl<'b> Fields<'b> {
     }
 
     pub fn blocks<'s>(&'s self, key: &'s str) -> impl Iterator<Item = &'b Body> + 's {
-        self.items.iter().filter(move |i| i.key == key).filter_map(|i| match &i.content {
-            Content::Block(b) => Some(b),
-            Content::Setting(_) => None,
-        })
+        self.items
+            .iter()
+            .filter(move |i| i.key == key)
+            .filter_map(|i| match &i.content {
+                Content::Block(b) => Some(b),
+                Content::Setting(_) => None,
+            })
     }
 
     /// The span of a key's first occurrence.
     pub fn key_span(&self, key: &str) -> Option<Span> {
-        self.items.iter().find(|i| i.key == key).map(|i| i.key_span.clone())
+        self.items
+            .iter()
+            .find(|i| i.key == key)
+            .map(|i| i.key_span.clone())
     }
 }
 

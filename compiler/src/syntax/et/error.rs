@@ -16,14 +16,24 @@ pub(super) fn syntax(err: &Error<Rule>, text: &str) -> Diagnostic {
     }
     .min(text.len());
     let found = token_at(text, at);
-    let found_text = if found.is_empty() { "end of file".to_owned() } else { format!("`{found}`") };
+    let found_text = if found.is_empty() {
+        "end of file".to_owned()
+    } else {
+        format!("`{found}`")
+    };
     let message = match &err.variant {
-        ErrorVariant::ParsingError { positives, negatives } => {
+        ErrorVariant::ParsingError {
+            positives,
+            negatives,
+        } => {
             let expected = words(positives);
             if !expected.is_empty() {
                 format!("expected {}, found {found_text}", join(&expected))
             } else if !negatives.is_empty() {
-                format!("unexpected {found_text}, expected {}", join(&words(negatives)))
+                format!(
+                    "unexpected {found_text}, expected {}",
+                    join(&words(negatives))
+                )
             } else {
                 format!("unexpected {found_text}")
             }
@@ -140,7 +150,12 @@ fn describe(r: Rule) -> &'static str {
         Rule::secret | Rule::secret_kind => "`env(\"NAME\")` or `file(\"path\")`",
         Rule::name => "a name",
         // Silent rules: pest never reports them.
-        Rule::file | Rule::statement | Rule::keyword | Rule::name_char | Rule::WHITESPACE | Rule::COMMENT => "a value",
+        Rule::file
+        | Rule::statement
+        | Rule::keyword
+        | Rule::name_char
+        | Rule::WHITESPACE
+        | Rule::COMMENT => "a value",
     }
 }
 

@@ -31,7 +31,10 @@ pub fn parse(text: &str) -> Result<Config, Vec<Diagnostic>> {
         Ok(pairs) => pairs,
         Err(err) => return Err(vec![error::syntax(&err, text)]),
     };
-    let mut cx = Cx { text, diagnostics: Vec::new() };
+    let mut cx = Cx {
+        text,
+        diagnostics: Vec::new(),
+    };
     let config = statements::file(&mut cx, statements);
     if cx.diagnostics.is_empty() {
         Ok(config)

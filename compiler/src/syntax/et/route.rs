@@ -33,8 +33,7 @@ const CONDITIONS: &[&str] = &[
     "network",
 ];
 
-pub(super) fn route(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Spanned<Route> {
-    let span = span_of(&statement);
+pub(super) fn route(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Route {
     let mut route = Route::default();
     let mut default_key: Option<Span> = None;
     for item in statement.into_inner() {
@@ -42,7 +41,12 @@ pub(super) fn route(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Spanned<Route
             Rule::default_rule => {
                 let mut parts = item.into_inner();
                 let key = span_of(&parts.next().expect("a default rule starts with `default`"));
-                let target = tag(cx, parts.find(|p| p.as_rule() == Rule::tag).expect("a default has a target"));
+                let target = tag(
+                    cx,
+                    parts
+                        .find(|p| p.as_rule() == Rule::tag)
+                        .expect("a default has a target"),
+                );
                 match &default_key {
                     Some(first) => cx.report(duplicate("default", key, first.clone())),
                     None => {
@@ -55,7 +59,7 @@ pub(super) fn route(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Spanned<Route
             _ => {}
         }
     }
-    Spanned::new(span, route)
+    route
 }
 
 fn rule(cx: &mut Cx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<SourceRule>> {
@@ -67,7 +71,10 @@ fn rule(cx: &mut Cx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<SourceRule>> {
             Rule::condition => {
                 let mut parts = part.into_inner();
                 let key = parts.next().expect("a condition starts with a key");
-                let values = parts.filter(|p| p.as_rule() == Rule::value).map(|v| cx.value(v)).collect();
+                let values = parts
+                    .filter(|p| p.as_rule() == Rule::value)
+                    .map(|v| cx.value(v))
+                    .collect();
                 conditions.push((key.as_str().to_owned(), span_of(&key), values));
             }
             Rule::tag => target = Some(tag(cx, part)),
@@ -98,8 +105,9 @@ fn rule(cx: &mut Cx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<SourceRule>> {
         };
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == known) {
             cx.report(
-                duplicate(known, key_span.clone(), first.clone())
-                    .with_help(format!("list every value of one condition after it: `{known} a, b`")),
+                duplicate(known, key_span.clone(), first.clone()).with_help(format!(
+                    "list every value of one condition after it: `{known} a, b`"
+                )),
             );
             ok = false;
             continue;
@@ -113,7 +121,9 @@ fn rule(cx: &mut Cx<'_>, pair: Pair<'_, Rule>) -> Option<Spanned<SourceRule>> {
             "geoip" => names(cx, values).map(|l| rule.geoip = Some(l)),
             "geosite" => names(cx, values).map(|l| rule.geosite = Some(l)),
             "port" => each(cx, values, |cx, v| cx.port(v)).map(|l| rule.port = Some(l)),
-            "source_cidr" => each(cx, values, |cx, v| cx.cidr(v)).map(|l| rule.source_cidr = Some(l)),
+            "source_cidr" => {
+                each(cx, values, |cx, v| cx.cidr(v)).map(|l| rule.source_cidr = Some(l))
+            }
             "inbound_tag" => names(cx, values).map(|l| rule.inbound_tag = Some(l)),
             _ => network(cx, key_span, values).map(|n| rule.network = Some(n)),
         };
@@ -144,8 +154,12 @@ fn network(cx: &mut Cx<'_>, key: &Span, values: &[Value]) -> Option<Spanned<Stri
         _ => {
             let end = values.last().map_or(key.end, |v| v.span.end);
             cx.report(
-                Diagnostic::error(codes::WRONG_TYPE, key.start..end, "invalid length: `network` takes one value")
-                    .with_help("a rule for both tcp and udp is a rule without `network`"),
+                Diagnostic::error(
+                    codes::WRONG_TYPE,
+                    key.start..end,
+                    "invalid length: `network` takes one value",
+                )
+                .with_help("a rule for both tcp and udp is a rule without `network`"),
             );
             None
         }

@@ -18,13 +18,22 @@ use crate::diagnostic::{Diagnostic, Span};
 use Shape::{Block, Blocks, Setting};
 
 /// Every top-level key, in the order of [`Config`]'s fields.
-const TOP: &[&str] = &["drain", "inbound", "outbound", "balancer", "route", "dns", "socket", "limits"];
+const TOP: &[&str] = &[
+    "drain", "inbound", "outbound", "balancer", "route", "dns", "socket", "limits",
+];
 
 /// Outbound protocols that dial their server through a stream transport:
 /// for them `address_family` is the transport's, for the others
 /// (freedom, hysteria2, wireguard) the outbound's own.
-const STREAM_PROTOCOLS: &[&str] =
-    &["socks", "http", "trojan", "vless", "vmess", "shadowsocks", "shadowsocks-2022"];
+const STREAM_PROTOCOLS: &[&str] = &[
+    "socks",
+    "http",
+    "trojan",
+    "vless",
+    "vmess",
+    "shadowsocks",
+    "shadowsocks-2022",
+];
 
 pub(super) fn file(cx: &mut Cx<'_>, statements: Pairs<'_, Rule>) -> Config {
     let mut config = Config::default();
@@ -55,7 +64,11 @@ pub(super) fn file(cx: &mut Cx<'_>, statements: Pairs<'_, Rule>) -> Config {
                 let mut parts = statement.into_inner();
                 let name = parts.next().expect("a section has a name");
                 let head = span_of(&name);
-                let body = cx.body(parts.next().expect("a section has a body"), span.clone(), head.clone());
+                let body = cx.body(
+                    parts.next().expect("a section has a body"),
+                    span.clone(),
+                    head.clone(),
+                );
                 let first = once(cx, name.as_str(), head);
                 match name.as_str() {
                     "dns" => {
@@ -81,7 +94,9 @@ pub(super) fn file(cx: &mut Cx<'_>, statements: Pairs<'_, Rule>) -> Config {
             Rule::top_setting => {
                 let mut parts = statement.into_inner();
                 let key = parts.next().expect("a setting has a key");
-                let value = parts.find(|p| p.as_rule() == Rule::value).expect("a setting has a value");
+                let value = parts
+                    .find(|p| p.as_rule() == Rule::value)
+                    .expect("a setting has a value");
                 let value = cx.value(value);
                 if key.as_str() != "drain" {
                     cx.report(unknown_field(key.as_str(), span_of(&key), TOP));
@@ -93,7 +108,10 @@ pub(super) fn file(cx: &mut Cx<'_>, statements: Pairs<'_, Rule>) -> Config {
                 }
             }
             Rule::unknown_statement => {
-                let key = statement.into_inner().next().expect("a statement has a keyword");
+                let key = statement
+                    .into_inner()
+                    .next()
+                    .expect("a statement has a keyword");
                 cx.report(unknown_field(key.as_str(), span_of(&key), TOP));
             }
             _ => {}
@@ -103,13 +121,20 @@ pub(super) fn file(cx: &mut Cx<'_>, statements: Pairs<'_, Rule>) -> Config {
 }
 
 fn keyword_span(statement: &Pair<'_, Rule>) -> Span {
-    let first = statement.clone().into_inner().next().expect("a statement starts with a keyword");
+    let first = statement
+        .clone()
+        .into_inner()
+        .next()
+        .expect("a statement starts with a keyword");
     span_of(&first)
 }
 
 /// A tag: a name, or a string for a tag that is not one.
 pub(super) fn tag(cx: &mut Cx<'_>, pair: Pair<'_, Rule>) -> Spanned<String> {
-    let inner = pair.into_inner().next().expect("a tag is a name or a string");
+    let inner = pair
+        .into_inner()
+        .next()
+        .expect("a tag is a name or a string");
     let span = span_of(&inner);
     match inner.as_rule() {
         Rule::string => Spanned::new(span, cx.string_literal(inner)),
@@ -228,22 +253,28 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
         users: take_list(cx, &f, "users", "secrets", |cx, v| cx.secret(v)),
         obfs: f.block("obfs").and_then(|b| obfs(cx, b)),
     };
-    let has_settings = ["udp", "account", "password", "passwords", "id", "ids", "method", "psk", "users", "obfs"]
-        .iter()
-        .any(|k| f.key_span(k).is_some());
+    let has_settings = [
+        "udp",
+        "account",
+        "password",
+        "passwords",
+        "id",
+        "ids",
+        "method",
+        "psk",
+        "users",
+        "obfs",
+    ]
+    .iter()
+    .any(|k| f.key_span(k).is_some());
 
     let (network, security) = transport(cx, &f);
-    let stream = (network.is_some() || security.is_some()).then(|| {
-        Spanned::new(
-            body.span.clone(),
-            InboundStream {
-                network,
-                security,
-                tls: f.block("tls").and_then(|b| server_tls(cx, b)),
-                ws: f.block("ws").map(|b| ws(cx, b)),
-                grpc: f.block("grpc").map(|b| grpc(cx, b)),
-            },
-        )
+    let stream = (network.is_some() || security.is_some()).then(|| InboundStream {
+        network,
+        security,
+        tls: f.block("tls").and_then(|b| server_tls(cx, b)),
+        ws: f.block("ws").map(|b| ws(cx, b)),
+        grpc: f.block("grpc").map(|b| grpc(cx, b)),
     });
 
     let port = port?;
@@ -256,7 +287,7 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
             port,
             sniff,
             stream,
-            settings: has_settings.then(|| Spanned::new(body.span.clone(), settings)),
+            settings: has_settings.then_some(settings),
         },
     ))
 }
@@ -264,12 +295,19 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
 /// The transport blocks: `ws { }` or `grpc { }` choose the network, and
 /// `tls { }` adds TLS on top. Returns (network, security) as the TOML
 /// front end writes them for an inbound; outbounds adjust it.
-fn transport(cx: &mut Cx<'_>, f: &Fields<'_>) -> (Option<Spanned<String>>, Option<Spanned<String>>) {
+fn transport(
+    cx: &mut Cx<'_>,
+    f: &Fields<'_>,
+) -> (Option<Spanned<String>>, Option<Spanned<String>>) {
     let ws = f.key_span("ws");
     let grpc = f.key_span("grpc");
     let network = match (ws, grpc) {
         (Some(ws), Some(grpc)) => {
-            let (first, second) = if ws.start < grpc.start { (ws, grpc) } else { (grpc, ws) };
+            let (first, second) = if ws.start < grpc.start {
+                (ws, grpc)
+            } else {
+                (grpc, ws)
+            };
             cx.report(
                 Diagnostic::error(
                     codes::TRANSPORT_MISMATCH,
@@ -284,7 +322,9 @@ fn transport(cx: &mut Cx<'_>, f: &Fields<'_>) -> (Option<Spanned<String>>, Optio
         (None, Some(grpc)) => Some(Spanned::new(grpc, "grpc".to_owned())),
         (None, None) => None,
     };
-    let security = f.key_span("tls").map(|tls| Spanned::new(tls, "tls".to_owned()));
+    let security = f
+        .key_span("tls")
+        .map(|tls| Spanned::new(tls, "tls".to_owned()));
     (network, security)
 }
 
@@ -299,7 +339,13 @@ fn account(cx: &mut Cx<'_>, body: &Body) -> Option<Spanned<Account>> {
             cx.missing(f.head.clone(), key);
         }
     }
-    Some(Spanned::new(body.span.clone(), Account { user: user?, pass: pass? }))
+    Some(Spanned::new(
+        body.span.clone(),
+        Account {
+            user: user?,
+            pass: pass?,
+        },
+    ))
 }
 
 const OBFS: &[(&str, Shape)] = &[("type", Setting), ("password", Setting)];
@@ -313,10 +359,20 @@ fn obfs(cx: &mut Cx<'_>, body: &Body) -> Option<Spanned<ObfsConfig>> {
             cx.missing(f.head.clone(), key);
         }
     }
-    Some(Spanned::new(body.span.clone(), ObfsConfig { kind: kind?, password: password? }))
+    Some(Spanned::new(
+        body.span.clone(),
+        ObfsConfig {
+            kind: kind?,
+            password: password?,
+        },
+    ))
 }
 
-const SERVER_TLS: &[(&str, Shape)] = &[("cert_file", Setting), ("key_file", Setting), ("alpn", Setting)];
+const SERVER_TLS: &[(&str, Shape)] = &[
+    ("cert_file", Setting),
+    ("key_file", Setting),
+    ("alpn", Setting),
+];
 
 fn server_tls(cx: &mut Cx<'_>, body: &Body) -> Option<Spanned<ServerTlsConfig>> {
     let f = cx.fields(body, SERVER_TLS);
@@ -328,7 +384,14 @@ fn server_tls(cx: &mut Cx<'_>, body: &Body) -> Option<Spanned<ServerTlsConfig>> 
         }
     }
     let alpn = take_list(cx, &f, "alpn", "strings", |cx, v| cx.string(v));
-    Some(Spanned::new(body.span.clone(), ServerTlsConfig { cert_file: cert_file?, key_file: key_file?, alpn }))
+    Some(Spanned::new(
+        body.span.clone(),
+        ServerTlsConfig {
+            cert_file: cert_file?,
+            key_file: key_file?,
+            alpn,
+        },
+    ))
 }
 
 const WS: &[(&str, Shape)] = &[("path", Setting), ("host", Setting)];
@@ -415,7 +478,8 @@ fn outbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Outbou
     let f = cx.fields(&body, OUTBOUND);
 
     let (server, port) = match take(cx, &f, "server", |cx, v| {
-        cx.socket_addr(v).map(|(h, p)| Spanned::new(v.span.clone(), (h, p)))
+        cx.socket_addr(v)
+            .map(|(h, p)| Spanned::new(v.span.clone(), (h, p)))
     }) {
         Some(pair) => {
             let (host, port) = pair.into_inner();
@@ -425,7 +489,11 @@ fn outbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Outbou
     };
     let family = take(cx, &f, "address_family", |cx, v| cx.name(v));
     let through_stream = STREAM_PROTOCOLS.contains(&protocol.get_ref().as_str());
-    let (family, stream_family) = if through_stream { (None, family) } else { (family, None) };
+    let (family, stream_family) = if through_stream {
+        (None, family)
+    } else {
+        (family, None)
+    };
 
     let settings = OutboundSettings {
         user: take(cx, &f, "user", |cx, v| cx.string(v)),
@@ -453,25 +521,24 @@ fn outbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Outbou
     let has_settings = OUTBOUND_SETTINGS.iter().any(|k| f.key_span(k).is_some());
 
     let (network, security) = transport(cx, &f);
-    // Over plain TCP, TLS is the network "tls"; under ws and grpc it is
-    // the security "tls".
     let (network, security) = match (network, security) {
+        // hysteria2 runs QUIC, whose TLS settings sit alone in the stream.
+        (None, Some(_)) if protocol.get_ref() == "hysteria2" => (None, None),
+        // Over plain TCP, TLS is the network "tls"; under ws and grpc it
+        // is the security "tls".
         (None, Some(tls)) => (Some(tls), None),
         other => other,
     };
-    let stream = (network.is_some() || security.is_some() || stream_family.is_some()).then(|| {
-        Spanned::new(
-            body.span.clone(),
-            OutboundStream {
-                network,
-                security,
-                address_family: stream_family,
-                tls: f.block("tls").map(|b| client_tls(cx, b)),
-                ws: f.block("ws").map(|b| ws(cx, b)),
-                grpc: f.block("grpc").map(|b| grpc(cx, b)),
-            },
-        )
-    });
+    let has_tls = f.key_span("tls").is_some();
+    let stream =
+        (network.is_some() || has_tls || stream_family.is_some()).then(|| OutboundStream {
+            network,
+            security,
+            address_family: stream_family,
+            tls: f.block("tls").map(|b| client_tls(cx, b)),
+            ws: f.block("ws").map(|b| ws(cx, b)),
+            grpc: f.block("grpc").map(|b| grpc(cx, b)),
+        });
 
     Some(Spanned::new(
         body.span.clone(),
@@ -483,13 +550,17 @@ fn outbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Outbou
             address_family: family,
             drain: take(cx, &f, "drain", |cx, v| cx.drain(v)),
             stream,
-            settings: has_settings.then(|| Spanned::new(body.span.clone(), settings)),
+            settings: has_settings.then_some(settings),
         },
     ))
 }
 
-const CLIENT_TLS: &[(&str, Shape)] =
-    &[("server_name", Setting), ("ca_file", Setting), ("insecure", Setting), ("alpn", Setting)];
+const CLIENT_TLS: &[(&str, Shape)] = &[
+    ("server_name", Setting),
+    ("ca_file", Setting),
+    ("insecure", Setting),
+    ("alpn", Setting),
+];
 
 fn client_tls(cx: &mut Cx<'_>, body: &Body) -> Spanned<ClientTlsConfig> {
     let f = cx.fields(body, CLIENT_TLS);
@@ -528,12 +599,25 @@ fn balancer(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Balanc
         }
         None => (None, None),
     };
-    Some(Spanned::new(span, Balancer { tag, outbounds: outbounds?, strategy, probe_interval, probe_timeout }))
+    Some(Spanned::new(
+        span,
+        Balancer {
+            tag,
+            outbounds: outbounds?,
+            strategy,
+            probe_interval,
+            probe_timeout,
+        },
+    ))
 }
 
 // ---------------------------------------------------------------- sections
 
-const DNS: &[(&str, Shape)] = &[("servers", Setting), ("pre_proxy", Setting), ("through_proxy", Setting)];
+const DNS: &[(&str, Shape)] = &[
+    ("servers", Setting),
+    ("pre_proxy", Setting),
+    ("through_proxy", Setting),
+];
 
 fn dns(cx: &mut Cx<'_>, body: &Body) -> Dns {
     let f = cx.fields(body, DNS);
@@ -545,8 +629,12 @@ fn dns(cx: &mut Cx<'_>, body: &Body) -> Dns {
     }
 }
 
-const SOCKET: &[(&str, Shape)] =
-    &[("mark", Setting), ("interface", Setting), ("bind_address", Setting), ("tcp_keepalive", Setting)];
+const SOCKET: &[(&str, Shape)] = &[
+    ("mark", Setting),
+    ("interface", Setting),
+    ("bind_address", Setting),
+    ("tcp_keepalive", Setting),
+];
 
 fn socket(cx: &mut Cx<'_>, body: &Body) -> Socket {
     let f = cx.fields(body, SOCKET);

@@ -12,7 +12,7 @@ use pest::Parser;
 
 use super::{span_of, Cx, EtParser, Rule};
 use crate::codes;
-use crate::config::{Drain, List, Port, SecretValue, Seconds, Spanned};
+use crate::config::{Drain, List, Port, Seconds, SecretValue, Spanned};
 use crate::diagnostic::{Diagnostic, Span};
 
 /// A literal and where it is.
@@ -31,7 +31,10 @@ pub(super) enum Kind {
     Cidr,
     /// `host:port`; the host without the brackets of an IPv6 address. The
     /// port is `None` above 65535.
-    SocketAddr { host: Spanned<String>, port: Spanned<Option<u16>> },
+    SocketAddr {
+        host: Spanned<String>,
+        port: Spanned<Option<u16>>,
+    },
     Ip,
     PortRange(Option<PortRange>),
     Name(String),
@@ -45,7 +48,10 @@ impl Cx<'_> {
     /// Reads a `value` pair (or one of its alternatives).
     pub(super) fn value(&mut self, pair: Pair<'_, Rule>) -> Value {
         let pair = match pair.as_rule() {
-            Rule::value => pair.into_inner().next().expect("a value has one alternative"),
+            Rule::value => pair
+                .into_inner()
+                .next()
+                .expect("a value has one alternative"),
             _ => pair,
         };
         let span = span_of(&pair);
@@ -69,23 +75,38 @@ impl Cx<'_> {
                 let mut parts = pair.into_inner();
                 let host = parts.next().expect("a socket address has a host");
                 let port = parts.next().expect("a socket address has a port");
-                let inner = host.into_inner().next().expect("a host has one alternative");
+                let inner = host
+                    .into_inner()
+                    .next()
+                    .expect("a host has one alternative");
                 let host = Spanned::new(span_of(&inner), inner.as_str().to_owned());
-                Kind::SocketAddr { host, port: Spanned::new(span_of(&port), port.as_str().parse().ok()) }
+                Kind::SocketAddr {
+                    host,
+                    port: Spanned::new(span_of(&port), port.as_str().parse().ok()),
+                }
             }
             Rule::name => Kind::Name(pair.as_str().to_owned()),
             Rule::secret => {
                 let mut parts = pair.into_inner();
                 let kind = parts.next().expect("a secret has a kind").as_str();
                 let arg = self.string_literal(parts.next().expect("a secret has an argument"));
-                Kind::Secret(if kind == "env" { SecretValue::Env(arg) } else { SecretValue::File(arg) })
+                Kind::Secret(if kind == "env" {
+                    SecretValue::Env(arg)
+                } else {
+                    SecretValue::File(arg)
+                })
             }
             Rule::list => Kind::List(
-                pair.into_inner().filter(|p| p.as_rule() == Rule::value).map(|p| self.value(p)).collect(),
+                pair.into_inner()
+                    .filter(|p| p.as_rule() == Rule::value)
+                    .map(|p| self.value(p))
+                    .collect(),
             ),
             Rule::close_after => {
                 let grace = pair.into_inner().find(|p| p.as_rule() == Rule::value);
-                Kind::CloseAfter(Box::new(self.value(grace.expect("close after has a value"))))
+                Kind::CloseAfter(Box::new(
+                    self.value(grace.expect("close after has a value")),
+                ))
             }
             r => unreachable!("the value rule has no alternative {r:?}"),
         };
@@ -110,12 +131,18 @@ impl Cx<'_> {
                 Some('u') => {
                     let close = raw[i..].find('}').map_or(raw.len(), |j| i + j);
                     let digits = &raw[(i + 3).min(close)..close];
-                    match u32::from_str_radix(digits, 16).ok().and_then(char::from_u32) {
+                    match u32::from_str_radix(digits, 16)
+                        .ok()
+                        .and_then(char::from_u32)
+                    {
                         Some(c) => out.push(c),
                         None => self.report(Diagnostic::error(
                             codes::SYNTAX,
                             base + i..base + close + 1,
-                            format!("invalid unicode escape `{}`", &raw[i..(close + 1).min(raw.len())]),
+                            format!(
+                                "invalid unicode escape `{}`",
+                                &raw[i..(close + 1).min(raw.len())]
+                            ),
                         )),
                     }
                     while let Some((j, _)) = chars.next() {
@@ -139,7 +166,11 @@ impl Cx<'_> {
     /// value is a quoted string that is the right literal without quotes.
     fn wrong_type(&mut self, v: &Value, expected: &str, accepts: fn(&mut Cx<'_>, &Value) -> bool) {
         let found = self.found(v);
-        let mut d = Diagnostic::error(codes::WRONG_TYPE, v.span.clone(), format!("invalid type: {found}, expected {expected}"));
+        let mut d = Diagnostic::error(
+            codes::WRONG_TYPE,
+            v.span.clone(),
+            format!("invalid type: {found}, expected {expected}"),
+        );
         if let Kind::Str(s) = &v.kind {
             if unquoted_fits(s, accepts) {
                 d = d.with_help(format!("write it without quotes: `{s}`"));
@@ -205,7 +236,11 @@ impl Cx<'_> {
             Kind::Str(s) => Some(Spanned::new(v.span.clone(), SecretValue::Plain(s.clone()))),
             Kind::Secret(s) => Some(Spanned::new(v.span.clone(), s.clone())),
             _ => {
-                self.wrong_type(v, "a string, `env(\"NAME\")` or `file(\"path\")`", |_, _| false);
+                self.wrong_type(
+                    v,
+                    "a string, `env(\"NAME\")` or `file(\"path\")`",
+                    |_, _| false,
+                );
                 None
             }
         }
@@ -246,7 +281,9 @@ impl Cx<'_> {
                 None
             }
             _ => {
-                self.wrong_type(v, "a duration such as `30s`", |cx, v| cx.quiet(|cx| cx.duration(v)));
+                self.wrong_type(v, "a duration such as `30s`", |cx, v| {
+                    cx.quiet(|cx| cx.duration(v))
+                });
                 None
             }
         }
@@ -275,15 +312,19 @@ impl Cx<'_> {
                     self.report(Diagnostic::error(
                         codes::WRONG_TYPE,
                         port.span(),
-                        format!("invalid value: port `{text}`, expected an integer from 0 to 65535"),
+                        format!(
+                            "invalid value: port `{text}`, expected an integer from 0 to 65535"
+                        ),
                     ));
                     None
                 }
             },
             _ => {
-                self.wrong_type(v, "a socket address such as `proxy.example.com:443`", |cx, v| {
-                    cx.quiet(|cx| cx.socket_addr(v))
-                });
+                self.wrong_type(
+                    v,
+                    "a socket address such as `proxy.example.com:443`",
+                    |cx, v| cx.quiet(|cx| cx.socket_addr(v)),
+                );
                 None
             }
         }
@@ -323,7 +364,9 @@ impl Cx<'_> {
         match v.kind {
             Kind::Cidr => Some(Spanned::new(v.span.clone(), self.text(v).to_owned())),
             _ => {
-                self.wrong_type(v, "a CIDR such as `10.0.0.0/8`", |cx, v| cx.quiet(|cx| cx.cidr(v)));
+                self.wrong_type(v, "a CIDR such as `10.0.0.0/8`", |cx, v| {
+                    cx.quiet(|cx| cx.cidr(v))
+                });
                 None
             }
         }
@@ -335,7 +378,10 @@ impl Cx<'_> {
         match v.kind {
             Kind::PortRange(Some(range)) => Some(Spanned::new(v.span.clone(), Port(range))),
             Kind::Int(n) => match n.and_then(|n| u16::try_from(n).ok()) {
-                Some(p) => Some(Spanned::new(v.span.clone(), Port(PortRange { start: p, end: p }))),
+                Some(p) => Some(Spanned::new(
+                    v.span.clone(),
+                    Port(PortRange { start: p, end: p }),
+                )),
                 None => {
                     self.invalid_value(v, EXPECTED);
                     None
@@ -344,7 +390,11 @@ impl Cx<'_> {
             Kind::PortRange(None) => {
                 self.invalid_value(v, EXPECTED);
                 if let Some(last) = self.diagnostics.pop() {
-                    self.report(last.with_help("ports are 0 to 65535 and the first is not above the second"));
+                    self.report(
+                        last.with_help(
+                            "ports are 0 to 65535 and the first is not above the second",
+                        ),
+                    );
                 }
                 None
             }
@@ -361,7 +411,9 @@ impl Cx<'_> {
         let policy = match &v.kind {
             Kind::Name(n) if n == "keep" => DrainPolicy::Keep,
             Kind::Name(n) if n == "close" => DrainPolicy::Close,
-            Kind::CloseAfter(grace) => DrainPolicy::CloseAfter(self.duration(grace)?.into_inner().0),
+            Kind::CloseAfter(grace) => {
+                DrainPolicy::CloseAfter(self.duration(grace)?.into_inner().0)
+            }
             Kind::Name(_) => {
                 self.invalid_value(v, EXPECTED);
                 return None;
@@ -408,7 +460,10 @@ fn unquoted_fits(contents: &str, accepts: fn(&mut Cx<'_>, &Value) -> bool) -> bo
     let Some(value) = pairs.next().and_then(|p| p.into_inner().next()) else {
         return false;
     };
-    let mut cx = Cx { text: contents, diagnostics: Vec::new() };
+    let mut cx = Cx {
+        text: contents,
+        diagnostics: Vec::new(),
+    };
     let value = cx.value(value);
     !matches!(value.kind, Kind::Str(_)) && accepts(&mut cx, &value) && cx.diagnostics.is_empty()
 }
