@@ -41,7 +41,7 @@ pub(super) fn syntax(err: &Error<Rule>, text: &str) -> Diagnostic {
         ErrorVariant::CustomError { message } => message.clone(),
     };
     let mut diagnostic = Diagnostic::error(codes::SYNTAX, at..at + found.len(), message);
-    if let Some(help) = help(text, at, &found) {
+    if let Some(help) = help(text, at, found) {
         diagnostic = diagnostic.with_help(help);
     }
     diagnostic

@@ -145,7 +145,7 @@ impl Cx<'_> {
                             ),
                         )),
                     }
-                    while let Some((j, _)) = chars.next() {
+                    for (j, _) in chars.by_ref() {
                         if j >= close {
                             break;
                         }
