@@ -1058,3 +1058,18 @@ fn random_and_mutated_text_never_panics() {
         check_no_panic(&text);
     }
 }
+
+#[test]
+fn every_example_in_the_language_reference_parses() {
+    let reference = include_str!("../../../../grammar/README.md");
+    let mut blocks = 0;
+    let mut rest = reference;
+    while let Some(start) = rest.find("```et\n") {
+        let body = &rest[start + 6..];
+        let end = body.find("```").expect("a closed code block");
+        ok(&body[..end]);
+        blocks += 1;
+        rest = &body[end + 3..];
+    }
+    assert!(blocks >= 10, "found only {blocks} et blocks");
+}
