@@ -132,6 +132,7 @@ fn describe(r: Rule) -> &'static str {
         Rule::value
         | Rule::lone_value
         | Rule::close_after
+        | Rule::grace
         | Rule::ip
         | Rule::ipv4
         | Rule::ipv6

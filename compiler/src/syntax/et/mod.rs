@@ -8,6 +8,7 @@
 
 mod body;
 mod error;
+mod nesting;
 mod route;
 mod statements;
 mod value;
@@ -27,6 +28,9 @@ struct EtParser;
 
 /// Parses a `.et` configuration.
 pub fn parse(text: &str) -> Result<Config, Vec<Diagnostic>> {
+    if let Some(too_deep) = nesting::too_deep(text) {
+        return Err(vec![too_deep]);
+    }
     let statements = match EtParser::parse(Rule::file, text) {
         Ok(pairs) => pairs,
         Err(err) => return Err(vec![error::syntax(&err, text)]),

@@ -1073,3 +1073,31 @@ fn every_example_in_the_language_reference_parses() {
     }
     assert!(blocks >= 10, "found only {blocks} et blocks");
 }
+
+#[test]
+fn deep_nesting_is_refused_before_it_reaches_the_parser() {
+    let text = format!("dns {{ servers = {} }}", "[".repeat(100_000));
+    let d = error(&text);
+    assert_eq!(d.code, codes::SYNTAX);
+    assert_eq!(d.message, "blocks and lists nest more than 32 deep");
+    assert_eq!(d.span, 47..48);
+    // Brackets inside strings and comments do not count.
+    ok(&format!(
+        "outbound a trojan {{ password = \"{}\" }} # {}",
+        "[".repeat(100),
+        "{".repeat(100)
+    ));
+    // Nor inside a string that is checked for a hint.
+    let d = error(&format!(
+        "limits {{ connect_timeout = \"{}\" }}",
+        "[".repeat(100_000)
+    ));
+    assert_eq!(d.code, codes::WRONG_TYPE);
+    assert_eq!(d.help, None);
+    // Chained drain policies cannot nest either.
+    let d = errors("drain = close after close after 30s");
+    assert_eq!(
+        d[0].message,
+        "invalid type: name `close`, expected a duration such as `30s`"
+    );
+}

@@ -48,7 +48,7 @@ impl Cx<'_> {
     /// Reads a `value` pair (or one of its alternatives).
     pub(super) fn value(&mut self, pair: Pair<'_, Rule>) -> Value {
         let pair = match pair.as_rule() {
-            Rule::value => pair
+            Rule::value | Rule::grace => pair
                 .into_inner()
                 .next()
                 .expect("a value has one alternative"),
@@ -103,7 +103,7 @@ impl Cx<'_> {
                     .collect(),
             ),
             Rule::close_after => {
-                let grace = pair.into_inner().find(|p| p.as_rule() == Rule::value);
+                let grace = pair.into_inner().find(|p| p.as_rule() == Rule::grace);
                 Kind::CloseAfter(Box::new(
                     self.value(grace.expect("close after has a value")),
                 ))
@@ -454,6 +454,9 @@ impl Cx<'_> {
 /// Whether the contents of a string, written without quotes, would be a
 /// literal that `accepts` takes.
 fn unquoted_fits(contents: &str, accepts: fn(&mut Cx<'_>, &Value) -> bool) -> bool {
+    if super::nesting::too_deep(contents).is_some() {
+        return false;
+    }
     let Ok(mut pairs) = EtParser::parse(Rule::lone_value, contents) else {
         return false;
     };
