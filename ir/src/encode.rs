@@ -163,10 +163,7 @@ mod tests {
                 drain: DrainPolicy::Keep,
             }],
             balancers: vec![],
-            route: RouteTable {
-                rules: vec![],
-                default: "direct".into(),
-            },
+            route: RouteTable::new(vec![], "direct".into()).unwrap(),
             dns: DnsSpec::System,
             socket: SocketPolicy::default(),
             limits: Limits::default(),

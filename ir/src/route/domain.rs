@@ -1,0 +1,350 @@
+//! Domain matching: the exact and suffix matchers share one trie over
+//! reversed labels (`com` -> `example` -> `www`), and keywords are one
+//! Aho-Corasick automaton. A lookup walks the name's labels once and scans
+//! the name once, whatever the number of rules or domains.
+//!
+//! Names compare ASCII case-insensitively with one trailing dot ignored:
+//! rules are normalised when the table is built ([`normalize_domain`]), and
+//! a looked-up name is folded label by label on the stack, so a lookup never
+//! allocates.
+
+use std::collections::HashMap;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+/// The longest label a domain name can hold (RFC 1035).
+const MAX_LABEL: usize = 63;
+/// The longest domain name in text form, without the trailing dot.
+const MAX_NAME: usize = 253;
+
+/// The form a `domain` or `domain_suffix` value is matched in: lower case,
+/// no trailing dot. Refuses what no domain name can be, so a typo does not
+/// become a rule that silently never matches.
+pub fn normalize_domain(text: &str) -> Result<String, String> {
+    let name = text.strip_suffix('.').unwrap_or(text);
+    if name.is_empty() {
+        return Err("the domain is empty".into());
+    }
+    if name.starts_with('.') {
+        return Err(format!(
+            "`{text}` starts with a dot: write `{}`, which matches the domain and its subdomains",
+            name.trim_start_matches('.')
+        ));
+    }
+    if name.len() > MAX_NAME {
+        return Err(format!("`{text}` is longer than {MAX_NAME} characters"));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(if bad.is_ascii() {
+            format!("`{text}` contains `{bad}`, which a domain name cannot hold")
+        } else {
+            format!("`{text}` is not ASCII: write an internationalised name in its `xn--` form")
+        });
+    }
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Err(format!("`{text}` has an empty label"));
+        }
+        if label.len() > MAX_LABEL {
+            return Err(format!(
+                "the label `{label}` is longer than {MAX_LABEL} characters"
+            ));
+        }
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+/// The form a `domain_keyword` value is matched in: lower case. Dots are kept
+/// (`google.` is a useful keyword); an empty keyword would match everything.
+pub fn normalize_keyword(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("the keyword is empty".into());
+    }
+    if let Some(bad) = text.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(if bad.is_ascii() {
+            format!("the keyword `{text}` contains {bad:?}, which a domain name cannot hold")
+        } else {
+            format!("the keyword `{text}` is not ASCII: write an internationalised name in its `xn--` form")
+        });
+    }
+    Ok(text.to_ascii_lowercase())
+}
+
+/// A looked-up name without its trailing dot.
+pub(super) fn trim_name(name: &str) -> &str {
+    name.strip_suffix('.').unwrap_or(name)
+}
+
+/// Every domain matcher of every rule, indexed.
+#[derive(Clone, Debug, Default)]
+pub(super) struct DomainIndex {
+    trie: LabelTrie,
+    keywords: KeywordSet,
+}
+
+impl DomainIndex {
+    /// `domain` and `suffix` must be normalised; rules in ascending order.
+    pub(super) fn add_exact(&mut self, domain: &str, rule: u32) {
+        let node = self.trie.insert(domain);
+        push_once(&mut self.trie.nodes[node].exact, rule);
+    }
+
+    pub(super) fn add_suffix(&mut self, suffix: &str, rule: u32) {
+        let node = self.trie.insert(suffix);
+        push_once(&mut self.trie.nodes[node].suffix, rule);
+    }
+
+    pub(super) fn add_keyword(&mut self, keyword: &str, rule: u32) {
+        self.keywords.add(keyword, rule);
+    }
+
+    /// Builds the keyword automaton; called once, after every `add_*`.
+    pub(super) fn finish(&mut self) -> Result<(), String> {
+        self.keywords.finish()
+    }
+
+    /// Calls `visit` with the rule list of every matcher that matches `name`.
+    pub(super) fn lookup(&self, name: &str, visit: &mut impl FnMut(&[u32])) {
+        let name = trim_name(name);
+        self.trie.lookup(name, visit);
+        self.keywords.lookup(name, visit);
+    }
+}
+
+fn push_once(rules: &mut Vec<u32>, rule: u32) {
+    if rules.last() != Some(&rule) {
+        rules.push(rule);
+    }
+}
+
+/// A trie over labels, rightmost first. Labels are interned once, so an edge
+/// is a `(node, label)` pair of integers in one map instead of a map per
+/// node.
+#[derive(Clone, Debug)]
+struct LabelTrie {
+    labels: HashMap<Box<str>, u32>,
+    edges: HashMap<(u32, u32), u32>,
+    nodes: Vec<LabelNode>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct LabelNode {
+    /// Rules with a `domain` equal to the name that ends here.
+    exact: Vec<u32>,
+    /// Rules with a `domain_suffix` equal to the name that ends here.
+    suffix: Vec<u32>,
+}
+
+impl Default for LabelTrie {
+    fn default() -> Self {
+        LabelTrie {
+            labels: HashMap::new(),
+            edges: HashMap::new(),
+            nodes: vec![LabelNode::default()],
+        }
+    }
+}
+
+impl LabelTrie {
+    fn insert(&mut self, name: &str) -> usize {
+        let mut node = 0u32;
+        for label in name.rsplit('.') {
+            let next_label = self.labels.len() as u32;
+            let label = *self.labels.entry(label.into()).or_insert(next_label);
+            let next_node = self.nodes.len() as u32;
+            node = *self.edges.entry((node, label)).or_insert(next_node);
+            if node == next_node {
+                self.nodes.push(LabelNode::default());
+            }
+        }
+        node as usize
+    }
+
+    fn lookup(&self, name: &str, visit: &mut impl FnMut(&[u32])) {
+        let mut folded = [0u8; MAX_LABEL];
+        let mut node = 0u32;
+        for label in name.rsplit('.') {
+            // A label no rule holds (longer than any can be, or unknown) ends
+            // the walk: no longer suffix and no exact name can match.
+            if label.len() > MAX_LABEL {
+                return;
+            }
+            let folded = &mut folded[..label.len()];
+            folded.copy_from_slice(label.as_bytes());
+            folded.make_ascii_lowercase();
+            let Ok(folded) = std::str::from_utf8(folded) else {
+                return;
+            };
+            let Some(&id) = self.labels.get(folded) else {
+                return;
+            };
+            let Some(&next) = self.edges.get(&(node, id)) else {
+                return;
+            };
+            node = next;
+            let here = &self.nodes[node as usize];
+            if !here.suffix.is_empty() {
+                visit(&here.suffix);
+            }
+        }
+        let here = &self.nodes[node as usize];
+        if !here.exact.is_empty() {
+            visit(&here.exact);
+        }
+    }
+}
+
+/// Keywords and the rules naming each; one automaton finds every keyword a
+/// name contains in one pass.
+#[derive(Clone, Debug, Default)]
+struct KeywordSet {
+    ids: HashMap<String, usize>,
+    rules: Vec<Vec<u32>>,
+    automaton: Option<AhoCorasick>,
+}
+
+impl KeywordSet {
+    fn add(&mut self, keyword: &str, rule: u32) {
+        let next = self.rules.len();
+        let id = *self.ids.entry(keyword.to_owned()).or_insert(next);
+        if id == next {
+            self.rules.push(Vec::new());
+        }
+        push_once(&mut self.rules[id], rule);
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        if self.rules.is_empty() {
+            return Ok(());
+        }
+        let mut patterns = vec![""; self.rules.len()];
+        for (keyword, &id) in &self.ids {
+            patterns[id] = keyword;
+        }
+        let automaton = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(patterns)
+            .map_err(|err| format!("the domain keywords do not compile: {err}"))?;
+        self.automaton = Some(automaton);
+        Ok(())
+    }
+
+    fn lookup(&self, name: &str, visit: &mut impl FnMut(&[u32])) {
+        if let Some(automaton) = &self.automaton {
+            for found in automaton.find_overlapping_iter(name) {
+                visit(&self.rules[found.pattern().as_usize()]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(exact: &[&str], suffix: &[&str], keyword: &[&str]) -> DomainIndex {
+        let mut index = DomainIndex::default();
+        let mut rule = 0;
+        for domain in exact {
+            index.add_exact(domain, rule);
+            rule += 1;
+        }
+        for domain in suffix {
+            index.add_suffix(domain, rule);
+            rule += 1;
+        }
+        for keyword in keyword {
+            index.add_keyword(keyword, rule);
+            rule += 1;
+        }
+        index.finish().unwrap();
+        index
+    }
+
+    fn hits(index: &DomainIndex, name: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        index.lookup(name, &mut |rules: &[u32]| out.extend_from_slice(rules));
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn exact_matches_only_the_name_itself() {
+        let index = index(&["example.com"], &[], &[]);
+        assert_eq!(hits(&index, "example.com"), vec![0]);
+        assert_eq!(hits(&index, "www.example.com"), Vec::<u32>::new());
+        assert_eq!(hits(&index, "com"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn suffix_matches_the_domain_and_its_subdomains() {
+        let index = index(&[], &["example.com"], &[]);
+        assert_eq!(hits(&index, "example.com"), vec![0]);
+        assert_eq!(hits(&index, "a.b.example.com"), vec![0]);
+        assert_eq!(hits(&index, "com"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn suffix_does_not_match_a_longer_label() {
+        let index = index(&[], &["example.com"], &[]);
+        assert_eq!(hits(&index, "badexample.com"), Vec::<u32>::new());
+        assert_eq!(hits(&index, "example.community"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn keyword_matches_anywhere_in_the_name() {
+        let index = index(&[], &[], &["goog", "le.c"]);
+        assert_eq!(hits(&index, "www.google.com"), vec![0, 1]);
+        assert_eq!(hits(&index, "gogle.net"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn names_compare_case_insensitively_and_ignore_a_trailing_dot() {
+        let index = index(&["example.com"], &["example.org"], &["shop"]);
+        assert_eq!(hits(&index, "EXAMPLE.Com."), vec![0]);
+        assert_eq!(hits(&index, "WWW.Example.ORG."), vec![1]);
+        assert_eq!(hits(&index, "ESHOP.net"), vec![2]);
+    }
+
+    #[test]
+    fn a_label_longer_than_a_domain_can_hold_matches_nothing_beyond_it() {
+        let index = index(&[], &["example.com"], &[]);
+        let long = format!("{}.example.com", "a".repeat(100));
+        assert_eq!(hits(&index, &long), vec![0]);
+        let long = format!("www.{}.com", "a".repeat(100));
+        assert_eq!(hits(&index, &long), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn normalising_lowercases_and_drops_the_trailing_dot() {
+        assert_eq!(normalize_domain("Example.COM.").unwrap(), "example.com");
+        assert_eq!(normalize_keyword("GooG").unwrap(), "goog");
+    }
+
+    #[test]
+    fn normalising_refuses_what_no_domain_can_be() {
+        assert_eq!(normalize_domain("").unwrap_err(), "the domain is empty");
+        assert_eq!(
+            normalize_domain(".example.com").unwrap_err(),
+            "`.example.com` starts with a dot: write `example.com`, which matches the domain and its subdomains"
+        );
+        assert_eq!(
+            normalize_domain("a..com").unwrap_err(),
+            "`a..com` has an empty label"
+        );
+        assert_eq!(
+            normalize_domain("exa mple.com").unwrap_err(),
+            "`exa mple.com` contains ` `, which a domain name cannot hold"
+        );
+        assert_eq!(
+            normalize_domain("bücher.de").unwrap_err(),
+            "`bücher.de` is not ASCII: write an internationalised name in its `xn--` form"
+        );
+        assert!(normalize_domain(&format!("{}.com", "a".repeat(64))).is_err());
+        assert_eq!(normalize_keyword("").unwrap_err(), "the keyword is empty");
+    }
+}

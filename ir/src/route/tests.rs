@@ -1,0 +1,566 @@
+//! The compiled table against the semantics: behaviour by behaviour, then
+//! against a naive first-match walk over pseudo-random tables and flows.
+
+use std::net::IpAddr;
+
+use super::*;
+
+fn rule(target: &str, edit: impl FnOnce(&mut Rule)) -> Rule {
+    let mut rule = Rule {
+        target: target.into(),
+        line: 1,
+        ..Rule::default()
+    };
+    edit(&mut rule);
+    rule
+}
+
+fn strings(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn table(rules: Vec<Rule>) -> RouteTable {
+    RouteTable::new(rules, "default".into()).unwrap()
+}
+
+fn to(host: &str, port: u16) -> FlowKey<'_> {
+    let destination = match host.parse::<IpAddr>() {
+        Ok(ip) => Host::Ip(ip),
+        Err(_) => Host::Domain(host),
+    };
+    FlowKey {
+        network: Network::Tcp,
+        destination,
+        port,
+        source: None,
+        inbound_tag: None,
+        sniffed: None,
+    }
+}
+
+fn target<'t>(table: &'t RouteTable, flow: &FlowKey<'_>) -> &'t str {
+    table.route(flow).target
+}
+
+#[test]
+fn no_rule_matching_means_the_default() {
+    let table = table(vec![rule("a", |r| r.domain = strings(&["example.com"]))]);
+    assert_eq!(
+        table.route(&to("example.org", 443)),
+        Decision {
+            rule: None,
+            target: "default"
+        }
+    );
+}
+
+#[test]
+fn a_later_rule_never_wins_over_an_earlier_match() {
+    let table = table(vec![
+        rule("keyword", |r| r.domain_keyword = strings(&["example"])),
+        rule("exact", |r| r.domain = strings(&["www.example.com"])),
+        rule("suffix", |r| r.domain_suffix = strings(&["example.com"])),
+    ]);
+    assert_eq!(
+        table.route(&to("www.example.com", 443)),
+        Decision {
+            rule: Some(0),
+            target: "keyword"
+        }
+    );
+}
+
+#[test]
+fn an_earlier_rule_wins_whatever_matcher_matched_the_later_one() {
+    let table = table(vec![
+        rule("suffix", |r| r.domain_suffix = strings(&["example.com"])),
+        rule("exact", |r| r.domain = strings(&["www.example.com"])),
+        rule("any", |_| {}),
+    ]);
+    assert_eq!(target(&table, &to("www.example.com", 1)), "suffix");
+    assert_eq!(target(&table, &to("example.net", 1)), "any");
+}
+
+#[test]
+fn destination_matchers_of_one_rule_are_alternatives() {
+    let table = table(vec![rule("a", |r| {
+        r.domain = strings(&["example.com"]);
+        r.cidr = vec![Cidr::parse("10.0.0.0/8").unwrap()];
+    })]);
+    assert_eq!(target(&table, &to("example.com", 1)), "a");
+    assert_eq!(target(&table, &to("10.9.9.9", 1)), "a");
+    assert_eq!(target(&table, &to("11.0.0.1", 1)), "default");
+}
+
+#[test]
+fn every_other_condition_must_match_as_well() {
+    let table = table(vec![rule("a", |r| {
+        r.domain_suffix = strings(&["example.com"]);
+        r.port = vec![
+            PortRange {
+                start: 443,
+                end: 443,
+            },
+            PortRange {
+                start: 8000,
+                end: 8999,
+            },
+        ];
+        r.network = Some(Network::Tcp);
+        r.inbound_tag = strings(&["socks-in"]);
+        r.source_cidr = vec![Cidr::parse("127.0.0.0/8").unwrap()];
+    })]);
+    let flow = FlowKey {
+        network: Network::Tcp,
+        destination: Host::Domain("example.com"),
+        port: 8443,
+        source: Some("127.0.0.1".parse().unwrap()),
+        inbound_tag: Some("socks-in"),
+        sniffed: None,
+    };
+    assert_eq!(target(&table, &flow), "a");
+    assert_eq!(target(&table, &FlowKey { port: 80, ..flow }), "default");
+    assert_eq!(
+        target(
+            &table,
+            &FlowKey {
+                network: Network::Udp,
+                ..flow
+            }
+        ),
+        "default"
+    );
+    assert_eq!(
+        target(
+            &table,
+            &FlowKey {
+                inbound_tag: Some("http-in"),
+                ..flow
+            }
+        ),
+        "default"
+    );
+    assert_eq!(
+        target(
+            &table,
+            &FlowKey {
+                inbound_tag: None,
+                ..flow
+            }
+        ),
+        "default"
+    );
+    assert_eq!(
+        target(
+            &table,
+            &FlowKey {
+                source: Some("10.0.0.1".parse().unwrap()),
+                ..flow
+            }
+        ),
+        "default"
+    );
+    assert_eq!(
+        target(
+            &table,
+            &FlowKey {
+                source: None,
+                ..flow
+            }
+        ),
+        "default"
+    );
+}
+
+#[test]
+fn a_rule_failing_its_conditions_lets_a_later_rule_match() {
+    let table = table(vec![
+        rule("udp", |r| {
+            r.domain_suffix = strings(&["example.com"]);
+            r.network = Some(Network::Udp);
+        }),
+        rule("tcp", |r| r.domain_suffix = strings(&["example.com"])),
+    ]);
+    assert_eq!(
+        table.route(&to("example.com", 53)),
+        Decision {
+            rule: Some(1),
+            target: "tcp"
+        }
+    );
+}
+
+#[test]
+fn a_rule_with_no_destination_matcher_matches_any_destination() {
+    let table = table(vec![rule("block", |r| r.network = Some(Network::Udp))]);
+    let udp = |host| FlowKey {
+        network: Network::Udp,
+        ..to(host, 53)
+    };
+    assert_eq!(target(&table, &udp("example.com")), "block");
+    assert_eq!(target(&table, &udp("1.1.1.1")), "block");
+    assert_eq!(target(&table, &to("1.1.1.1", 53)), "default");
+}
+
+#[test]
+fn the_sniffed_domain_routes_an_ip_addressed_flow() {
+    let table = table(vec![rule("a", |r| {
+        r.domain_suffix = strings(&["example.com"])
+    })]);
+    let flow = FlowKey {
+        sniffed: Some("www.example.com"),
+        ..to("93.184.216.34", 443)
+    };
+    assert_eq!(target(&table, &flow), "a");
+    assert_eq!(target(&table, &to("93.184.216.34", 443)), "default");
+}
+
+#[test]
+fn the_sniffed_domain_is_tried_beside_the_requested_one() {
+    let table = table(vec![
+        rule("requested", |r| r.domain = strings(&["requested.example"])),
+        rule("sniffed", |r| r.domain = strings(&["sniffed.example"])),
+    ]);
+    let flow = FlowKey {
+        sniffed: Some("sniffed.example"),
+        ..to("other.example", 443)
+    };
+    assert_eq!(target(&table, &flow), "sniffed");
+    let flow = FlowKey {
+        sniffed: Some("sniffed.example"),
+        ..to("requested.example", 443)
+    };
+    assert_eq!(target(&table, &flow), "requested");
+}
+
+#[test]
+fn a_cidr_rule_does_not_match_a_flow_addressed_by_name() {
+    let table = table(vec![rule("a", |r| {
+        r.cidr = vec![Cidr::parse("0.0.0.0/0").unwrap()]
+    })]);
+    assert_eq!(target(&table, &to("localhost", 80)), "default");
+}
+
+#[test]
+fn an_ipv4_mapped_destination_matches_ipv4_networks() {
+    let table = table(vec![rule("a", |r| {
+        r.cidr = vec![Cidr::parse("192.168.0.0/16").unwrap()]
+    })]);
+    assert_eq!(target(&table, &to("::ffff:192.168.1.1", 80)), "a");
+}
+
+#[test]
+fn geoip_private_routes_local_addresses() {
+    let table = table(vec![rule("direct", |r| r.geoip = strings(&["private"]))]);
+    assert_eq!(target(&table, &to("192.168.1.1", 80)), "direct");
+    assert_eq!(target(&table, &to("fd12::1", 80)), "direct");
+    assert_eq!(target(&table, &to("8.8.8.8", 80)), "default");
+}
+
+#[test]
+fn an_unknown_category_is_refused_with_the_known_ones() {
+    let geoip = RouteTable::new(vec![rule("a", |r| r.geoip = strings(&["cn"]))], "d".into());
+    assert_eq!(
+        geoip.unwrap_err(),
+        "rule 1 (line 1): unknown geoip category `cn`; known categories: private"
+    );
+    let geosite = RouteTable::new(
+        vec![rule("a", |r| r.geosite = strings(&["cn"]))],
+        "d".into(),
+    );
+    assert_eq!(
+        geosite.unwrap_err(),
+        "rule 1 (line 1): unknown geosite category `cn`; this build carries no geosite data"
+    );
+}
+
+#[test]
+fn a_malformed_domain_is_refused_with_its_rule() {
+    let err = RouteTable::new(
+        vec![rule("a", |r| r.domain_suffix = strings(&["a..b"]))],
+        "d".into(),
+    );
+    assert_eq!(
+        err.unwrap_err(),
+        "rule 1 (line 1): `a..b` has an empty label"
+    );
+}
+
+#[test]
+fn a_table_round_trips_through_postcard_and_rebuilds_its_matchers() {
+    let original = table(vec![
+        rule("a", |r| r.domain_suffix = strings(&["example.com"])),
+        rule("b", |r| r.cidr = vec![Cidr::parse("10.0.0.0/8").unwrap()]),
+    ]);
+    let bytes = postcard::to_allocvec(&original).unwrap();
+    let decoded: RouteTable = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(decoded, original);
+    assert_eq!(target(&decoded, &to("www.example.com", 1)), "a");
+    assert_eq!(target(&decoded, &to("10.0.0.1", 1)), "b");
+}
+
+#[test]
+fn a_plan_naming_an_unknown_category_does_not_decode() {
+    #[derive(serde::Serialize)]
+    struct Raw {
+        rules: Vec<Rule>,
+        default: String,
+    }
+    let raw = Raw {
+        rules: vec![rule("a", |r| r.geoip = strings(&["mars"]))],
+        default: "d".into(),
+    };
+    let bytes = postcard::to_allocvec(&raw).unwrap();
+    assert!(postcard::from_bytes::<RouteTable>(&bytes).is_err());
+}
+
+/// The semantics written down as plainly as possible: every rule in order,
+/// every value compared directly.
+fn naive<'t>(rules: &'t [Rule], default: &'t str, flow: &FlowKey<'_>) -> Decision<'t> {
+    let names: Vec<String> = match flow.destination {
+        Host::Domain(name) => vec![name],
+        Host::Ip(_) => vec![],
+    }
+    .into_iter()
+    .chain(flow.sniffed)
+    .map(|name| name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase())
+    .collect();
+    let ip = match flow.destination {
+        Host::Ip(ip) => Some(ip),
+        Host::Domain(_) => None,
+    };
+    let lower = |list: &[String]| -> Vec<String> {
+        list.iter()
+            .map(|v| v.strip_suffix('.').unwrap_or(v).to_ascii_lowercase())
+            .collect()
+    };
+    for (index, rule) in rules.iter().enumerate() {
+        let domain = lower(&rule.domain);
+        let suffix = lower(&rule.domain_suffix);
+        let keyword: Vec<String> = rule
+            .domain_keyword
+            .iter()
+            .map(|k| k.to_ascii_lowercase())
+            .collect();
+        let destination = names.iter().any(|name| {
+            domain.contains(name)
+                || suffix
+                    .iter()
+                    .any(|s| name == s || name.ends_with(&format!(".{s}")))
+                || keyword.iter().any(|k| name.contains(k.as_str()))
+        }) || ip.is_some_and(|ip| {
+            rule.cidr.iter().any(|c| c.contains(ip))
+                || rule
+                    .geoip
+                    .iter()
+                    .any(|g| geoip_category(g).unwrap().iter().any(|c| c.contains(ip)))
+        });
+        let no_destination = rule.domain.is_empty()
+            && rule.domain_suffix.is_empty()
+            && rule.domain_keyword.is_empty()
+            && rule.cidr.is_empty()
+            && rule.geoip.is_empty();
+        let others = rule.network.is_none_or(|n| n == flow.network)
+            && (rule.port.is_empty() || rule.port.iter().any(|p| p.contains(flow.port)))
+            && (rule.inbound_tag.is_empty()
+                || flow
+                    .inbound_tag
+                    .is_some_and(|t| rule.inbound_tag.iter().any(|r| r == t)))
+            && (rule.source_cidr.is_empty()
+                || flow
+                    .source
+                    .is_some_and(|s| rule.source_cidr.iter().any(|c| c.contains(s))));
+        if (destination || no_destination) && others {
+            return Decision {
+                rule: Some(index),
+                target: &rule.target,
+            };
+        }
+    }
+    Decision {
+        rule: None,
+        target: default,
+    }
+}
+
+/// A small deterministic xorshift generator: bounded and reproducible.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, list: &[&'a str]) -> &'a str {
+        list[self.below(list.len())]
+    }
+
+    fn chance(&mut self, in_four: usize) -> bool {
+        self.below(4) < in_four
+    }
+}
+
+const LABELS: &[&str] = &["a", "b", "ex", "com", "net", "Ex", "ample", "xam", "COM"];
+const KEYWORDS: &[&str] = &["ex", "am", "b.c", "a", "om", "XA", "ple.n"];
+const NETWORKS: &[&str] = &[
+    "10.0.0.0/8",
+    "10.1.0.0/16",
+    "10.1.2.0/24",
+    "10.1.2.3",
+    "192.168.0.0/16",
+    "0.0.0.0/0",
+    "fd00::/8",
+    "fd00:1::/32",
+    "::/0",
+    "::1",
+    "::ffff:10.1.0.0/112",
+];
+const ADDRESSES: &[&str] = &[
+    "10.1.2.3",
+    "10.1.9.9",
+    "10.9.9.9",
+    "192.168.5.5",
+    "8.8.8.8",
+    "fd00:1::1",
+    "fd99::1",
+    "::1",
+    "2001:db8::1",
+    "::ffff:10.1.2.3",
+    "127.0.0.1",
+];
+
+fn name(random: &mut Random) -> String {
+    let labels = 1 + random.below(3);
+    let mut name: Vec<&str> = (0..labels).map(|_| random.pick(LABELS)).collect();
+    if random.chance(1) {
+        name.push("");
+    }
+    name.join(".")
+}
+
+fn random_rule(random: &mut Random, index: usize) -> Rule {
+    let mut rule = Rule {
+        target: format!("out{index}"),
+        line: index as u32 + 1,
+        ..Rule::default()
+    };
+    for _ in 0..random.below(3) {
+        match random.below(5) {
+            0 => rule
+                .domain
+                .push(name(random).trim_end_matches('.').to_owned()),
+            1 => rule
+                .domain_suffix
+                .push(name(random).trim_end_matches('.').to_owned()),
+            2 => rule.domain_keyword.push(random.pick(KEYWORDS).to_owned()),
+            3 => rule.cidr.push(Cidr::parse(random.pick(NETWORKS)).unwrap()),
+            _ => rule.geoip.push("private".into()),
+        }
+    }
+    if random.chance(1) {
+        let start = [53u16, 80, 443, 1000][random.below(4)];
+        rule.port.push(PortRange {
+            start,
+            end: start + random.below(2) as u16 * 500,
+        });
+    }
+    if random.chance(1) {
+        rule.network = Some([Network::Tcp, Network::Udp][random.below(2)]);
+    }
+    if random.chance(1) {
+        rule.inbound_tag
+            .push(random.pick(&["in1", "in2"]).to_owned());
+    }
+    if random.chance(1) {
+        rule.source_cidr
+            .push(Cidr::parse(random.pick(NETWORKS)).unwrap());
+    }
+    rule
+}
+
+#[test]
+fn the_compiled_lookup_equals_a_naive_first_match_walk() {
+    let mut random = Random(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..200 {
+        let rules: Vec<Rule> = (0..1 + random.below(12))
+            .map(|i| random_rule(&mut random, i))
+            .collect();
+        let table = RouteTable::new(rules.clone(), "default".into()).unwrap();
+        for _ in 0..100 {
+            let host = if random.chance(2) {
+                name(&mut random)
+            } else {
+                random.pick(ADDRESSES).to_owned()
+            };
+            let sniffed = random.chance(1).then(|| name(&mut random));
+            let flow = FlowKey {
+                network: [Network::Tcp, Network::Udp][random.below(2)],
+                destination: match host.parse() {
+                    Ok(ip) => Host::Ip(ip),
+                    Err(_) => Host::Domain(&host),
+                },
+                port: [53u16, 80, 443, 700, 1200][random.below(5)],
+                source: random
+                    .chance(3)
+                    .then(|| random.pick(ADDRESSES).parse().unwrap()),
+                inbound_tag: random
+                    .chance(3)
+                    .then(|| random.pick(&["in1", "in2", "in3"])),
+                sniffed: sniffed.as_deref(),
+            };
+            assert_eq!(
+                table.route(&flow),
+                naive(&rules, "default", &flow),
+                "{flow:?} over {rules:#?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_shadowed_rule_really_never_matches_in_random_tables() {
+    let mut random = Random(0x2545_f491_4f6c_dd1d);
+    for _ in 0..300 {
+        let rules: Vec<Rule> = (0..1 + random.below(8))
+            .map(|i| random_rule(&mut random, i))
+            .collect();
+        let table = RouteTable::new(rules.clone(), "default".into()).unwrap();
+        let shadowed = shadowed(&rules);
+        for _ in 0..200 {
+            let host = if random.chance(2) {
+                name(&mut random)
+            } else {
+                random.pick(ADDRESSES).to_owned()
+            };
+            let sniffed = random.chance(1).then(|| name(&mut random));
+            let flow = FlowKey {
+                network: [Network::Tcp, Network::Udp][random.below(2)],
+                destination: match host.parse() {
+                    Ok(ip) => Host::Ip(ip),
+                    Err(_) => Host::Domain(&host),
+                },
+                port: [53u16, 80, 443, 700, 1200][random.below(5)],
+                source: random
+                    .chance(3)
+                    .then(|| random.pick(ADDRESSES).parse().unwrap()),
+                inbound_tag: random
+                    .chance(3)
+                    .then(|| random.pick(&["in1", "in2", "in3"])),
+                sniffed: sniffed.as_deref(),
+            };
+            if let Some(matched) = table.route(&flow).rule {
+                assert!(
+                    shadowed.iter().all(|&(later, _)| later != matched),
+                    "rule {matched} is reported shadowed but matched {flow:?} over {rules:#?}"
+                );
+            }
+        }
+    }
+}
