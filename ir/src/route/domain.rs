@@ -1,16 +1,18 @@
-//! Domain matching: the exact and suffix matchers share one trie over
-//! reversed labels (`com` -> `example` -> `www`), and keywords are one
-//! Aho-Corasick automaton. A lookup walks the name's labels once and scans
-//! the name once, whatever the number of rules or domains.
+//! Domain matching: the exact and suffix matchers share one map of names
+//! and their suffixes (a suffix trie flattened into a hash map), and
+//! keywords are one Aho-Corasick automaton. A lookup probes the map once a
+//! label and scans the name once, whatever the number of rules or domains.
 //!
 //! Names compare ASCII case-insensitively with one trailing dot ignored:
 //! rules are normalised when the table is built ([`normalize_domain`]), and
-//! a looked-up name is folded label by label on the stack, so a lookup never
+//! a looked-up name is folded into a buffer on the stack, so a lookup never
 //! allocates.
 
 use std::collections::HashMap;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use super::hash::FxBuild;
 
 /// The longest label a domain name can hold (RFC 1035).
 const MAX_LABEL: usize = 63;
@@ -81,20 +83,18 @@ pub(super) fn trim_name(name: &str) -> &str {
 /// Every domain matcher of every rule, indexed.
 #[derive(Clone, Debug, Default)]
 pub(super) struct DomainIndex {
-    trie: LabelTrie,
+    names: NameMap,
     keywords: KeywordSet,
 }
 
 impl DomainIndex {
     /// `domain` and `suffix` must be normalised; rules in ascending order.
     pub(super) fn add_exact(&mut self, domain: &str, rule: u32) {
-        let node = self.trie.insert(domain);
-        push_once(&mut self.trie.nodes[node].exact, rule);
+        push_once(&mut self.names.insert(domain).exact, rule);
     }
 
     pub(super) fn add_suffix(&mut self, suffix: &str, rule: u32) {
-        let node = self.trie.insert(suffix);
-        push_once(&mut self.trie.nodes[node].suffix, rule);
+        push_once(&mut self.names.insert(suffix).suffix, rule);
     }
 
     pub(super) fn add_keyword(&mut self, keyword: &str, rule: u32) {
@@ -109,7 +109,7 @@ impl DomainIndex {
     /// Calls `visit` with the rule list of every matcher that matches `name`.
     pub(super) fn lookup(&self, name: &str, visit: &mut impl FnMut(&[u32])) {
         let name = trim_name(name);
-        self.trie.lookup(name, visit);
+        self.names.lookup(name, visit);
         self.keywords.lookup(name, visit);
     }
 }
@@ -120,79 +120,70 @@ fn push_once(rules: &mut Vec<u32>, rule: u32) {
     }
 }
 
-/// A trie over labels, rightmost first. Labels are interned once, so an edge
-/// is a `(node, label)` pair of integers in one map instead of a map per
-/// node.
-#[derive(Clone, Debug)]
-struct LabelTrie {
-    labels: HashMap<Box<str>, u32>,
-    edges: HashMap<(u32, u32), u32>,
-    nodes: Vec<LabelNode>,
+/// Every `domain` and `domain_suffix` name, and every shorter suffix of
+/// one at a label boundary, in one hash map: a lookup tries the name's
+/// suffixes from the shortest (`com`, `example.com`, `www.example.com`) and
+/// stops at the first one absent, as no longer one can then be present. One
+/// map probe a label, where a trie of labels would need several.
+#[derive(Clone, Debug, Default)]
+struct NameMap {
+    names: HashMap<Box<str>, NameEntry, FxBuild>,
 }
 
 #[derive(Clone, Debug, Default)]
-struct LabelNode {
-    /// Rules with a `domain` equal to the name that ends here.
+struct NameEntry {
+    /// Rules with a `domain` equal to this name.
     exact: Vec<u32>,
-    /// Rules with a `domain_suffix` equal to the name that ends here.
+    /// Rules with a `domain_suffix` equal to this name.
     suffix: Vec<u32>,
 }
 
-impl Default for LabelTrie {
-    fn default() -> Self {
-        LabelTrie {
-            labels: HashMap::new(),
-            edges: HashMap::new(),
-            nodes: vec![LabelNode::default()],
+impl NameMap {
+    fn insert(&mut self, name: &str) -> &mut NameEntry {
+        let mut at = name.len();
+        while let Some(dot) = name[..at].rfind('.') {
+            self.names.entry(name[dot + 1..].into()).or_default();
+            at = dot;
         }
-    }
-}
-
-impl LabelTrie {
-    fn insert(&mut self, name: &str) -> usize {
-        let mut node = 0u32;
-        for label in name.rsplit('.') {
-            let next_label = self.labels.len() as u32;
-            let label = *self.labels.entry(label.into()).or_insert(next_label);
-            let next_node = self.nodes.len() as u32;
-            node = *self.edges.entry((node, label)).or_insert(next_node);
-            if node == next_node {
-                self.nodes.push(LabelNode::default());
-            }
-        }
-        node as usize
+        self.names.entry(name.into()).or_default()
     }
 
     fn lookup(&self, name: &str, visit: &mut impl FnMut(&[u32])) {
-        let mut folded = [0u8; MAX_LABEL];
-        let mut node = 0u32;
-        for label in name.rsplit('.') {
-            // A label no rule holds (longer than any can be, or unknown) ends
-            // the walk: no longer suffix and no exact name can match.
-            if label.len() > MAX_LABEL {
+        // No rule's name is longer than MAX_NAME, so only the tail of a
+        // longer name, from a label boundary, can match (as a suffix).
+        let from = if name.len() <= MAX_NAME {
+            0
+        } else {
+            let tail = name.len() - MAX_NAME;
+            match name.as_bytes()[tail..].iter().position(|&b| b == b'.') {
+                Some(dot) => tail + dot + 1,
+                None => return,
+            }
+        };
+        let mut buffer = [0u8; MAX_NAME];
+        let folded = &mut buffer[..name.len() - from];
+        folded.copy_from_slice(&name.as_bytes()[from..]);
+        folded.make_ascii_lowercase();
+        // ASCII folding keeps UTF-8 valid, and `from` is after an ASCII dot.
+        let Ok(folded) = std::str::from_utf8(folded) else {
+            return;
+        };
+        let mut at = folded.len();
+        loop {
+            let start = folded[..at].rfind('.').map_or(0, |dot| dot + 1);
+            let Some(entry) = self.names.get(&folded[start..]) else {
+                return;
+            };
+            if !entry.suffix.is_empty() {
+                visit(&entry.suffix);
+            }
+            if start == 0 {
+                if from == 0 && !entry.exact.is_empty() {
+                    visit(&entry.exact);
+                }
                 return;
             }
-            let folded = &mut folded[..label.len()];
-            folded.copy_from_slice(label.as_bytes());
-            folded.make_ascii_lowercase();
-            let Ok(folded) = std::str::from_utf8(folded) else {
-                return;
-            };
-            let Some(&id) = self.labels.get(folded) else {
-                return;
-            };
-            let Some(&next) = self.edges.get(&(node, id)) else {
-                return;
-            };
-            node = next;
-            let here = &self.nodes[node as usize];
-            if !here.suffix.is_empty() {
-                visit(&here.suffix);
-            }
-        }
-        let here = &self.nodes[node as usize];
-        if !here.exact.is_empty() {
-            visit(&here.exact);
+            at = start - 1;
         }
     }
 }
@@ -268,7 +259,9 @@ mod tests {
     fn hits(index: &DomainIndex, name: &str) -> Vec<u32> {
         let mut out = Vec::new();
         index.lookup(name, &mut |rules: &[u32]| out.extend_from_slice(rules));
+        // A keyword found several times in a name is visited each time.
         out.sort_unstable();
+        out.dedup();
         out
     }
 
@@ -311,12 +304,25 @@ mod tests {
     }
 
     #[test]
-    fn a_label_longer_than_a_domain_can_hold_matches_nothing_beyond_it() {
-        let index = index(&[], &["example.com"], &[]);
-        let long = format!("{}.example.com", "a".repeat(100));
-        assert_eq!(hits(&index, &long), vec![0]);
-        let long = format!("www.{}.com", "a".repeat(100));
-        assert_eq!(hits(&index, &long), Vec::<u32>::new());
+    fn a_name_longer_than_any_domain_still_matches_a_suffix_and_a_keyword() {
+        let index = index(&["example.com"], &["example.com"], &["a.a.a"]);
+        let long = format!("{}.Example.com", "a.".repeat(200));
+        assert_eq!(hits(&index, &long), vec![1, 2]);
+        let long = format!("{}.example.com", "b".repeat(300));
+        assert_eq!(
+            hits(&index, &long),
+            Vec::<u32>::new(),
+            "one label past the limit"
+        );
+    }
+
+    #[test]
+    fn a_name_that_is_only_an_unknown_suffix_matches_nothing() {
+        let index = index(&["www.example.com"], &["a.example.com"], &[]);
+        assert_eq!(hits(&index, "example.com"), Vec::<u32>::new());
+        assert_eq!(hits(&index, "com"), Vec::<u32>::new());
+        assert_eq!(hits(&index, "x.www.example.com"), Vec::<u32>::new());
+        assert_eq!(hits(&index, "a..example.com"), Vec::<u32>::new());
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod cidr;
 mod conditions;
 mod domain;
 mod geo;
+mod hash;
 mod intervals;
 mod shadow;
 mod table;

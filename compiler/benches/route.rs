@@ -1,0 +1,256 @@
+//! The route table at scale: compile time, plan.bin size and lookup time
+//! per flow for tables of 10, 1,000 and 10,000 rules, the largest holding
+//! 100,000 domains. Prints figures; asserts nothing about speed.
+//!
+//! Lookups are timed for flows that match a rule ("hit") and flows that
+//! match none ("miss"), over a few popular destinations ("hot") and over
+//! destinations spread across the whole table ("cold"). The work a lookup
+//! does does not depend on the number of rules; a cold lookup in a large
+//! table pays for cache misses, as the indices no longer fit the CPU cache.
+//!
+//! `cargo bench -p etemenanki-compiler --bench route`
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use etemenanki_ir::encode::{decode, encode};
+use etemenanki_ir::route::{shadowed, Cidr, FlowKey, Host, Network, PortRange, RouteTable, Rule};
+use etemenanki_ir::spec::{
+    AddressFamily, DnsSpec, DrainPolicy, Limits, OutboundProtocol, OutboundSpec, SocketPolicy, Spec,
+};
+
+/// Domains per rule on average, so 10,000 rules hold 100,000 domains.
+const DOMAINS_PER_RULE: usize = 10;
+/// Lookups timed per figure: bounded, and enough to average out noise.
+const LOOKUPS: usize = 1_000_000;
+/// Each figure is the best of this many runs, as the machine is shared.
+const RUNS: usize = 3;
+/// Flows a "hot" figure cycles through: popular destinations whose index
+/// entries stay in the CPU cache, as in real traffic.
+const HOT: usize = 64;
+/// Flows a "cold" figure cycles through, spread over the whole table: most
+/// lookups miss the CPU cache once the table outgrows it.
+const COLD: usize = 4_096;
+const TLDS: &[&str] = &["com", "net", "org", "io", "cn", "de"];
+
+/// A small deterministic xorshift generator: the same tables every run.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The `n`-th registrable name of the generated tables.
+fn site(rule: usize, entry: usize) -> String {
+    format!("site{rule}x{entry}.{}", TLDS[(rule + entry) % TLDS.len()])
+}
+
+/// A table of `count` rules: four in ten list exact domains, three in ten
+/// suffixes, one in ten keywords, two in ten networks; one in eight also
+/// has a port condition and one in twenty a network condition.
+fn rules(count: usize) -> Vec<Rule> {
+    let mut random = Random(0x9e37_79b9_7f4a_7c15);
+    (0..count)
+        .map(|i| {
+            let mut rule = Rule {
+                target: format!("out{}", i % 4),
+                line: i as u32 + 1,
+                ..Rule::default()
+            };
+            let entries = 1 + random.below(2 * DOMAINS_PER_RULE - 1);
+            match i % 10 {
+                0..=3 => {
+                    rule.domain = (0..entries)
+                        .map(|e| format!("www.{}", site(i, e)))
+                        .collect()
+                }
+                4..=6 => rule.domain_suffix = (0..entries).map(|e| site(i, e)).collect(),
+                7 => rule.domain_keyword = (0..entries).map(|e| format!("kw{i}k{e}")).collect(),
+                _ => {
+                    rule.domain_suffix = (0..entries).map(|e| site(i, e)).collect();
+                    rule.cidr = (0..4)
+                        .map(|e| {
+                            let addr = Ipv4Addr::from(0x0a00_0000 | ((i as u32 * 4 + e) << 8));
+                            Cidr {
+                                addr: IpAddr::V4(addr),
+                                prefix: 24,
+                            }
+                        })
+                        .collect();
+                }
+            }
+            if i % 8 == 0 {
+                rule.port = vec![
+                    PortRange {
+                        start: 443,
+                        end: 443,
+                    },
+                    PortRange {
+                        start: 8000,
+                        end: 8999,
+                    },
+                ];
+            }
+            if i % 20 == 0 {
+                rule.network = Some(Network::Tcp);
+            }
+            rule
+        })
+        .collect()
+}
+
+/// Destinations to look up: half hit a rule anywhere in the table (by
+/// exact name, subdomain, keyword or address), half hit nothing.
+fn destinations(rules: &[Rule], count: usize) -> Vec<(String, Option<IpAddr>)> {
+    let mut random = Random(0x2545_f491_4f6c_dd1d);
+    (0..count)
+        .map(|n| {
+            let rule = &rules[random.below(rules.len())];
+            let pick =
+                |list: &[String], random: &mut Random| list[random.below(list.len())].clone();
+            if n % 2 == 1 {
+                return match n % 3 {
+                    0 => (format!("nowhere{n}.example.{}", TLDS[n % TLDS.len()]), None),
+                    1 => (format!("sub.www.unknown{n}.com"), None),
+                    _ => (
+                        String::new(),
+                        Some(IpAddr::V4(Ipv4Addr::new(172, 20, (n >> 8) as u8, n as u8))),
+                    ),
+                };
+            }
+            if !rule.cidr.is_empty() && n % 4 == 0 {
+                let net = rule.cidr[random.below(rule.cidr.len())];
+                let IpAddr::V4(v4) = net.addr else {
+                    unreachable!("the generator writes IPv4")
+                };
+                return (
+                    String::new(),
+                    Some(IpAddr::V4(Ipv4Addr::from(u32::from(v4) | 7))),
+                );
+            }
+            if !rule.domain.is_empty() {
+                (pick(&rule.domain, &mut random), None)
+            } else if !rule.domain_suffix.is_empty() {
+                (
+                    format!("cdn.{}", pick(&rule.domain_suffix, &mut random)),
+                    None,
+                )
+            } else {
+                (
+                    format!("a{}.b.com", pick(&rule.domain_keyword, &mut random)),
+                    None,
+                )
+            }
+        })
+        .collect()
+}
+
+fn spec(route: RouteTable) -> Spec {
+    Spec {
+        inbounds: vec![],
+        outbounds: (0..4)
+            .map(|i| OutboundSpec {
+                tag: format!("out{i}"),
+                protocol: OutboundProtocol::Freedom {
+                    address_family: AddressFamily::Auto,
+                },
+                drain: DrainPolicy::Keep,
+            })
+            .collect(),
+        balancers: vec![],
+        route,
+        dns: DnsSpec::System,
+        socket: SocketPolicy::default(),
+        limits: Limits::default(),
+    }
+}
+
+fn time<T>(work: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = work();
+    (out, start.elapsed())
+}
+
+fn main() {
+    println!(
+        "{:>6} {:>7} {:>10} {:>9} {:>8} {:>9} {:>10} {:>9} {:>10} {:>10}",
+        "rules",
+        "domains",
+        "compile ms",
+        "shadow ms",
+        "plan KiB",
+        "decode ms",
+        "hit hot ns",
+        "miss hot",
+        "hit cold",
+        "miss cold"
+    );
+    for count in [10, 1_000, 10_000] {
+        let rules = rules(count);
+        let domains: usize = rules
+            .iter()
+            .map(|r| r.domain.len() + r.domain_suffix.len() + r.domain_keyword.len())
+            .sum();
+        let (table, compile) =
+            time(|| RouteTable::new(rules.clone(), "out0".into()).expect("the table compiles"));
+        let (shadows, shadow) = time(|| shadowed(&rules));
+        black_box(shadows);
+        let plan = encode(
+            &spec(table.clone()),
+            b"generated",
+            env!("CARGO_PKG_VERSION"),
+        );
+        let (decoded, decode_time) = time(|| decode(&plan).expect("the plan decodes"));
+        assert!(decoded.spec.route == table);
+
+        let destinations = destinations(&rules, 2 * COLD);
+        let flows: Vec<FlowKey<'_>> = destinations
+            .iter()
+            .map(|(name, ip)| FlowKey {
+                network: Network::Tcp,
+                destination: ip.map_or(Host::Domain(name), Host::Ip),
+                port: 443,
+                source: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+                inbound_tag: Some("socks-in"),
+                sniffed: None,
+            })
+            .collect();
+        let (hits, misses): (Vec<_>, Vec<_>) = flows
+            .iter()
+            .copied()
+            .partition(|flow| table.route(flow).rule.is_some());
+        let per_lookup = |flows: &[FlowKey<'_>]| {
+            (0..RUNS)
+                .map(|_| {
+                    let ((), elapsed) = time(|| {
+                        for flow in flows.iter().cycle().take(LOOKUPS) {
+                            black_box(table.route(black_box(flow)));
+                        }
+                    });
+                    elapsed.as_nanos() as f64 / LOOKUPS as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        println!(
+            "{count:>6} {domains:>7} {:>10.1} {:>9.1} {:>8.1} {:>9.1} {:>10.0} {:>9.0} {:>10.0} {:>10.0}",
+            compile.as_secs_f64() * 1e3,
+            shadow.as_secs_f64() * 1e3,
+            plan.len() as f64 / 1024.0,
+            decode_time.as_secs_f64() * 1e3,
+            per_lookup(&hits[..HOT]),
+            per_lookup(&misses[..HOT]),
+            per_lookup(&hits[..COLD.min(hits.len())]),
+            per_lookup(&misses[..COLD.min(misses.len())]),
+        );
+    }
+}
