@@ -311,8 +311,8 @@ mod tests {
         let long = format!("{}.example.com", "b".repeat(300));
         assert_eq!(
             hits(&index, &long),
-            Vec::<u32>::new(),
-            "one label past the limit"
+            vec![1],
+            "a label past the limit does not hide the suffix"
         );
     }
 
