@@ -26,6 +26,8 @@ enum Command {
     Inspect(cli::inspect::Args),
     /// Preview what loading a configuration on a running host builds, reuses and drains.
     Plan(cli::plan::Args),
+    /// Show which rule and which outbound a flow would take.
+    Route(cli::route::Args),
     /// Explain a diagnostic code.
     Explain(cli::explain::Args),
     /// Compile a configuration and start etemenanki-run on it (for development).
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Command::Build(args) => cli::build::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
         Command::Plan(args) => cli::plan::run(args),
+        Command::Route(args) => cli::route::run(args),
         Command::Explain(args) => cli::explain::run(args),
         Command::Run(args) => cli::run::run(args),
     }

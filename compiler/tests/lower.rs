@@ -140,10 +140,11 @@ outbound = "proxy"
 domain_suffix = ["Example.COM."]
 "#,
     );
-    assert_eq!(s.route.default, "direct");
-    assert_eq!(s.route.rules[0].domain_suffix, vec!["example.com"]);
+    assert_eq!(s.route.default(), "direct");
+    assert_eq!(s.route.rules()[0].domain_suffix, vec!["example.com"]);
     assert_eq!(
-        s.route.rules[0].line, 13,
+        s.route.rules()[0].line,
+        13,
         "the line of its [[route.rule]] header"
     );
 }

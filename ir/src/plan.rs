@@ -365,9 +365,9 @@ pub fn plan(state: &DeployedState, new: &Spec) -> Plan {
 /// was written on is left out: an edit elsewhere in the file moves it without
 /// changing what the rule does, and must not make a reload look like a change.
 fn same_routes(a: &RouteTable, b: &RouteTable) -> bool {
-    a.default == b.default
-        && a.rules.len() == b.rules.len()
-        && a.rules.iter().zip(&b.rules).all(|(x, y)| {
+    a.default() == b.default()
+        && a.rules().len() == b.rules().len()
+        && a.rules().iter().zip(b.rules()).all(|(x, y)| {
             Rule {
                 line: y.line,
                 ..x.clone()

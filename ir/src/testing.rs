@@ -14,10 +14,7 @@ pub fn spec(outbounds: Vec<OutboundSpec>, balancers: Vec<BalancerSpec>) -> Spec 
         inbounds: vec![socks_in("socks-in", 1080)],
         outbounds,
         balancers,
-        route: RouteTable {
-            rules: vec![],
-            default,
-        },
+        route: RouteTable::new(vec![], default).expect("a table without rules compiles"),
         dns: DnsSpec::System,
         socket: SocketPolicy::default(),
         limits: Limits::default(),
@@ -194,7 +191,8 @@ pub fn random_spec(rng: &mut Rng) -> Spec {
         s.dns = dns([10, 0, 0, 1 + rng.below(2) as u8]);
     }
     if rng.chance(20) {
-        s.route.default = "changed".into();
+        s.route = RouteTable::new(s.route.rules().to_vec(), "changed".into())
+            .expect("the rules compiled before");
     }
     if rng.chance(10) {
         s.socket.mark = Some(1);

@@ -127,8 +127,8 @@ pub fn human(plan: &Plan) -> String {
     let _ = writeln!(
         out,
         "\nroute: {} rules, default -> {}",
-        spec.route.rules.len(),
-        spec.route.default
+        spec.route.rules().len(),
+        spec.route.default()
     );
     let _ = writeln!(out, "dns: {}", dns(spec));
     out

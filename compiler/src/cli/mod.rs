@@ -8,6 +8,7 @@ pub mod check;
 pub mod explain;
 pub mod inspect;
 pub mod plan;
+pub mod route;
 pub mod run;
 
 use std::process::ExitCode;

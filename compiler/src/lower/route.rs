@@ -1,6 +1,9 @@
 //! `[route]` -> the rules of the route table, in the order written.
 
-use etemenanki_ir::route::{Cidr, Network, RouteTable, Rule};
+use etemenanki_ir::route::{
+    geoip_category, normalize_domain, normalize_keyword, Cidr, Network, RouteTable, Rule,
+    GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
+};
 
 use super::Cx;
 use crate::codes;
@@ -18,12 +21,64 @@ pub fn lower(cx: &mut Cx, config: &Config) -> RouteTable {
             .map(|o| o.get_ref().tag.get_ref().clone())
             .unwrap_or_default(),
     };
-    let rules = route
+    let rules: Vec<Rule> = route
         .map_or(&[][..], |r| &r.rules[..])
         .iter()
         .map(|r| rule(cx, r))
         .collect();
-    RouteTable { rules, default }
+    // Every value the table refuses was reported above with its span; the
+    // table's own message is only a backstop, so a rule is never dropped
+    // silently.
+    RouteTable::new(rules, default.clone()).unwrap_or_else(|why| {
+        if !cx.diags.iter().any(|d| d.is_error()) {
+            let first = route.and_then(|r| r.rules.first());
+            cx.error(codes::INVALID_VALUE, first.map_or(0..0, |r| r.span()), why);
+        }
+        RouteTable::new(vec![], default).expect("a table without rules compiles")
+    })
+}
+
+/// Reports a domain-like value the route table would refuse.
+fn check_names(
+    cx: &mut Cx,
+    list: &Option<Vec<Spanned<String>>>,
+    key: &str,
+    normalize: fn(&str) -> Result<String, String>,
+) {
+    for value in list.iter().flatten() {
+        if let Err(why) = normalize(value.get_ref()) {
+            cx.error(
+                codes::INVALID_VALUE,
+                value.span(),
+                format!("invalid `{key}`: {why}"),
+            );
+        }
+    }
+}
+
+/// Reports a geoip or geosite category this build does not know.
+fn check_categories(
+    cx: &mut Cx,
+    list: &Option<Vec<Spanned<String>>>,
+    key: &str,
+    known: &[&str],
+    exists: fn(&str) -> bool,
+) {
+    for value in list.iter().flatten() {
+        if !exists(value.get_ref()) {
+            let known = if known.is_empty() {
+                format!("this build carries no {key} data")
+            } else {
+                format!("known {key} categories: {}", known.join(", "))
+            };
+            cx.error(
+                codes::UNKNOWN_CATEGORY,
+                value.span(),
+                format!("unknown {key} category `{}`", value.get_ref()),
+            )
+            .help = Some(known);
+        }
+    }
 }
 
 fn rule(cx: &mut Cx, rule: &Spanned<config::Rule>) -> Rule {
@@ -47,6 +102,15 @@ fn rule(cx: &mut Cx, rule: &Spanned<config::Rule>) -> Rule {
             })
             .collect()
     };
+    check_names(cx, &r.domain, "domain", normalize_domain);
+    check_names(cx, &r.domain_suffix, "domain_suffix", normalize_domain);
+    check_names(cx, &r.domain_keyword, "domain_keyword", normalize_keyword);
+    check_categories(cx, &r.geoip, "geoip", GEOIP_CATEGORIES, |name| {
+        geoip_category(name).is_some()
+    });
+    check_categories(cx, &r.geosite, "geosite", GEOSITE_CATEGORIES, |name| {
+        GEOSITE_CATEGORIES.contains(&name)
+    });
     let domain = names(cx, &r.domain, "domain", true);
     let domain_suffix = names(cx, &r.domain_suffix, "domain_suffix", true);
     let domain_keyword = names(cx, &r.domain_keyword, "domain_keyword", true);

@@ -1,7 +1,7 @@
 //! Warnings: a configuration that is valid but almost certainly not what
 //! was meant.
 
-use etemenanki_ir::route::Network;
+use etemenanki_ir::route::{shadowed, Network};
 use etemenanki_ir::spec::{InboundProtocol, Spec};
 
 use crate::codes;
@@ -11,13 +11,47 @@ use crate::diagnostic::Diagnostic;
 pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
     unrouted(config, spec, diags);
     udp_to_tcp_only(config, spec, diags);
+    shadowed_rules(config, spec, diags);
+}
+
+/// A rule that an earlier rule covers can never match.
+fn shadowed_rules(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
+    let Some(route) = config.route.as_ref() else {
+        return;
+    };
+    let rules = spec.route.rules();
+    for (later, earlier) in shadowed(rules) {
+        let (Some(later_span), Some(earlier_span)) =
+            (route.rules.get(later), route.rules.get(earlier))
+        else {
+            continue;
+        };
+        diags.push(
+            Diagnostic::warning(
+                codes::SHADOWED_RULE,
+                later_span.span(),
+                format!(
+                    "rule {} can never match: rule {} (line {}) matches every flow it would",
+                    later + 1,
+                    earlier + 1,
+                    rules[earlier].line
+                ),
+            )
+            .with_secondary(earlier_span.span(), "this earlier rule covers it")
+            .with_help(format!(
+                "move it above rule {}, narrow rule {}, or remove it",
+                earlier + 1,
+                earlier + 1
+            )),
+        );
+    }
 }
 
 /// An outbound that no rule, default or balancer names.
 fn unrouted(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
     let named = |tag: &str| {
-        spec.route.default == tag
-            || spec.route.rules.iter().any(|r| r.target == tag)
+        spec.route.default() == tag
+            || spec.route.rules().iter().any(|r| r.target == tag)
             || spec
                 .balancers
                 .iter()
@@ -54,7 +88,7 @@ fn udp_to_tcp_only(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
     let Some(route) = config.route.as_ref() else {
         return;
     };
-    for (rule, lowered) in route.rules.iter().zip(&spec.route.rules) {
+    for (rule, lowered) in route.rules.iter().zip(spec.route.rules()) {
         if lowered.network == Some(Network::Tcp) {
             continue;
         }
@@ -70,8 +104,8 @@ fn udp_to_tcp_only(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
         }
     }
     let default_span = route.default.as_ref().map(|d| d.span());
-    if let (Some(o), Some(span)) = (tcp_only(&spec.route.default), default_span) {
-        let udp_caught = spec.route.rules.iter().any(|r| {
+    if let (Some(o), Some(span)) = (tcp_only(spec.route.default()), default_span) {
+        let udp_caught = spec.route.rules().iter().any(|r| {
             r.network == Some(Network::Udp)
                 && r.domain.is_empty()
                 && r.domain_suffix.is_empty()

@@ -150,7 +150,7 @@ fn the_dns_target_is_rebuilt_only_with_the_dns_spec() {
     next.outbounds[0] = outbound("direct", OutboundProtocol::Blackhole);
     next.balancers[0].strategy = Strategy::RoundRobin;
     next.inbounds[0].sniff = true;
-    next.route.default = "a".into();
+    next.route = RouteTable::new(next.route.rules().to_vec(), "a".into()).unwrap();
     let p = plan(&state, &next);
     assert_eq!(reused(&p, Kind::Dns, ""), 1);
 
@@ -333,7 +333,7 @@ fn reasons_name_what_changed_never_a_secret() {
 fn the_route_table_and_limits_republish_the_plane_and_rebuild_nothing() {
     let state = DeployedState::initial(fleet());
     let mut next = fleet();
-    next.route.default = "proxy".into();
+    next.route = RouteTable::new(next.route.rules().to_vec(), "proxy".into()).unwrap();
     next.limits.relay_idle_timeout = Duration::from_secs(60);
     let p = plan(&state, &next);
     assert_eq!(p.publish, vec![PublishReason::Route, PublishReason::Limits]);
@@ -344,16 +344,27 @@ fn the_route_table_and_limits_republish_the_plane_and_rebuild_nothing() {
 #[test]
 fn a_rule_that_only_moved_in_the_source_is_no_route_change() {
     let mut old = fleet();
-    old.route.rules.push(crate::route::Rule {
+    let rule = crate::route::Rule {
         target: "direct".into(),
         line: 10,
         ..Default::default()
-    });
-    let state = DeployedState::initial(old.clone());
+    };
+    let default = old.route.default().to_owned();
+    let table =
+        |rule: &crate::route::Rule| RouteTable::new(vec![rule.clone()], default.clone()).unwrap();
     let mut moved = old.clone();
-    moved.route.rules[0].line = 14;
+    old.route = table(&rule);
+    let state = DeployedState::initial(old.clone());
+    moved.route = table(&crate::route::Rule {
+        line: 14,
+        ..rule.clone()
+    });
     assert!(!plan(&state, &moved).has_changes());
-    moved.route.rules[0].target = "block".into();
+    moved.route = table(&crate::route::Rule {
+        line: 14,
+        target: "block".into(),
+        ..rule
+    });
     assert_eq!(plan(&state, &moved).publish, vec![PublishReason::Route]);
 }
 

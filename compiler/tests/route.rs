@@ -1,0 +1,149 @@
+//! `etc route` through the real binary: the rule that matched with its line,
+//! the default, and the exit codes for an invalid config and a bad flow.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn etc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_etc"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("etc runs")
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("etc-route-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const CONFIG: &str = r#"[[inbound]]
+tag = "socks-in"
+protocol = "socks"
+port = 1080
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+
+[[outbound]]
+tag = "block"
+protocol = "blackhole"
+
+[[outbound]]
+tag = "proxy"
+protocol = "freedom"
+
+[route]
+default = "proxy"
+
+[[route.rule]]
+outbound = "block"
+network = "udp"
+port = [443]
+
+[[route.rule]]
+outbound = "direct"
+geoip = ["private"]
+domain_suffix = ["lan.example"]
+
+[[route.rule]]
+outbound = "block"
+domain_keyword = ["ads"]
+inbound_tag = ["socks-in"]
+
+[[route.rule]]
+outbound = "direct"
+source_cidr = ["192.168.0.0/16"]
+"#;
+
+/// Runs `etc route` on the fixture and returns its stdout line.
+fn route(args: &[&str]) -> String {
+    let config = write("route.toml", CONFIG);
+    let mut all = vec!["route", config.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = etc(&all);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_matching_rule_is_named_by_number_and_line() {
+    assert_eq!(
+        route(&["tcp", "192.168.1.1:80"]),
+        "rule 2 (line 26) -> direct\n"
+    );
+    assert_eq!(
+        route(&["tcp", "nas.LAN.example:445"]),
+        "rule 2 (line 26) -> direct\n"
+    );
+    assert_eq!(route(&["udp", "[::1]:443"]), "rule 1 (line 21) -> block\n");
+}
+
+#[test]
+fn no_matching_rule_means_the_default() {
+    assert_eq!(route(&["tcp", "example.com:443"]), "default -> proxy\n");
+    assert_eq!(route(&["tcp", "8.8.8.8:53"]), "default -> proxy\n");
+}
+
+#[test]
+fn the_flow_options_reach_the_rules_conditions() {
+    assert_eq!(route(&["tcp", "ads.example.com:443"]), "default -> proxy\n");
+    assert_eq!(
+        route(&["tcp", "ads.example.com:443", "--inbound", "socks-in"]),
+        "rule 3 (line 31) -> block\n"
+    );
+    assert_eq!(
+        route(&["tcp", "example.com:443", "--source", "192.168.7.7"]),
+        "rule 4 (line 36) -> direct\n"
+    );
+    assert_eq!(
+        route(&["tcp", "93.184.216.34:443", "--sniffed", "x.lan.example"]),
+        "rule 2 (line 26) -> direct\n"
+    );
+}
+
+#[test]
+fn an_invalid_config_prints_its_diagnostics_and_exits_1() {
+    let config = write(
+        "invalid.toml",
+        &CONFIG.replace(r#"geoip = ["private"]"#, r#"geoip = ["mars"]"#),
+    );
+    let out = etc(&["route", config.to_str().unwrap(), "tcp", "example.com:443"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("unknown geoip category `mars`"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_malformed_flow_is_a_usage_error() {
+    let config = write("usage.toml", CONFIG);
+    let config = config.to_str().unwrap();
+    for args in [
+        ["route", config, "tcp", "example.com"],
+        ["route", config, "tcp", "::1:53"],
+        ["route", config, "sctp", "example.com:443"],
+        ["route", config, "tcp", "example.com:99999"],
+    ] {
+        let out = etc(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = etc(&[
+        "route",
+        config,
+        "tcp",
+        "example.com:443",
+        "--source",
+        "nope",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
