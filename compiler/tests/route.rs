@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn etc(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_etc"))
@@ -12,10 +13,12 @@ fn etc(args: &[&str]) -> Output {
         .expect("etc runs")
 }
 
-fn write(name: &str, text: &str) -> PathBuf {
+/// Writes a config to a file of its own: tests run in parallel.
+fn write(text: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("etc-route-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+    let path = dir.join(format!("{}.toml", NEXT.fetch_add(1, Ordering::Relaxed)));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -62,7 +65,7 @@ source_cidr = ["192.168.0.0/16"]
 
 /// Runs `etc route` on the fixture and returns its stdout line.
 fn route(args: &[&str]) -> String {
-    let config = write("route.toml", CONFIG);
+    let config = write(CONFIG);
     let mut all = vec!["route", config.to_str().unwrap()];
     all.extend_from_slice(args);
     let out = etc(&all);
@@ -113,10 +116,7 @@ fn the_flow_options_reach_the_rules_conditions() {
 
 #[test]
 fn an_invalid_config_prints_its_diagnostics_and_exits_1() {
-    let config = write(
-        "invalid.toml",
-        &CONFIG.replace(r#"geoip = ["private"]"#, r#"geoip = ["mars"]"#),
-    );
+    let config = write(&CONFIG.replace(r#"geoip = ["private"]"#, r#"geoip = ["mars"]"#));
     let out = etc(&["route", config.to_str().unwrap(), "tcp", "example.com:443"]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
@@ -126,7 +126,7 @@ fn an_invalid_config_prints_its_diagnostics_and_exits_1() {
 
 #[test]
 fn a_malformed_flow_is_a_usage_error() {
-    let config = write("usage.toml", CONFIG);
+    let config = write(CONFIG);
     let config = config.to_str().unwrap();
     for args in [
         ["route", config, "tcp", "example.com"],
