@@ -37,12 +37,7 @@ fn accepted(protocol: &str) -> &'static [&'static str] {
 }
 
 fn present(s: &InboundSettings) -> Vec<(&'static str, Span)> {
-    fn span<T>(v: &Option<Spanned<T>>) -> Option<Span> {
-        v.as_ref().map(Spanned::span)
-    }
-    fn list_span<T>(v: &Option<Vec<Spanned<T>>>) -> Option<Span> {
-        v.as_ref().map(|l| l.first().map_or(0..0, Spanned::span))
-    }
+    use super::{list_span, span};
     [
         ("udp", span(&s.udp)),
         ("accounts", list_span(&s.accounts)),

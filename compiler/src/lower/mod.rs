@@ -169,6 +169,16 @@ impl Cx<'_> {
     }
 }
 
+/// The span of an optional value, for "set but not accepted" checks.
+fn span<T>(v: &Option<Spanned<T>>) -> Option<Span> {
+    v.as_ref().map(Spanned::span)
+}
+
+/// The span of an optional list: its first element's.
+fn list_span<T>(v: &Option<Vec<Spanned<T>>>) -> Option<Span> {
+    v.as_ref().map(|l| l.first().map_or(0..0, Spanned::span))
+}
+
 /// An I/O error's text without the OS error number.
 pub fn io_text(err: &std::io::Error) -> String {
     match err.kind() {

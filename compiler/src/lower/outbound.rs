@@ -58,12 +58,7 @@ fn accepted(protocol: &str) -> &'static [&'static str] {
 
 /// Every settings key that is set, with its span.
 fn present(s: &OutboundSettings) -> Vec<(&'static str, Span)> {
-    fn span<T>(v: &Option<Spanned<T>>) -> Option<Span> {
-        v.as_ref().map(Spanned::span)
-    }
-    fn list_span<T>(v: &Option<Vec<Spanned<T>>>) -> Option<Span> {
-        v.as_ref().map(|l| l.first().map_or(0..0, Spanned::span))
-    }
+    use super::{list_span, span};
     [
         ("user", span(&s.user)),
         ("pass", span(&s.pass)),
