@@ -1,0 +1,92 @@
+//! The destination a client asks for: an IP socket address or a domain and port.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Address {
+    Ip(SocketAddr),
+    Domain(String, u16),
+}
+
+impl Address {
+    pub fn port(&self) -> u16 {
+        match self {
+            Address::Ip(addr) => addr.port(),
+            Address::Domain(_, port) => *port,
+        }
+    }
+
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self {
+            Address::Ip(addr) => Some(addr.ip()),
+            Address::Domain(..) => None,
+        }
+    }
+
+    pub fn domain(&self) -> Option<&str> {
+        match self {
+            Address::Ip(_) => None,
+            Address::Domain(name, _) => Some(name),
+        }
+    }
+
+    /// Parses `host:port`, `[v6]:port` or `v4:port`; a name that is an IP
+    /// literal becomes an IP address.
+    pub fn parse_host_port(text: &str) -> Option<Address> {
+        if let Ok(addr) = text.parse::<SocketAddr>() {
+            return Some(Address::Ip(addr));
+        }
+        let (host, port) = text.rsplit_once(':')?;
+        let port = port.parse().ok()?;
+        Address::from_host(host, port)
+    }
+
+    /// An address from a host as written (a name, an IPv4 literal or a
+    /// bracketed IPv6 literal) and a port.
+    pub fn from_host(host: &str, port: u16) -> Option<Address> {
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return Some(Address::Ip(SocketAddr::new(ip, port)));
+        }
+        if host.is_empty() || host.len() > 255 || host.contains(['[', ']', '/', ' ']) {
+            return None;
+        }
+        Some(Address::Domain(host.to_owned(), port))
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Ip(addr) => write!(f, "{addr}"),
+            Address::Domain(name, port) => write!(f, "{name}:{port}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_forms_parse() {
+        assert_eq!(
+            Address::parse_host_port("example.com:443"),
+            Some(Address::Domain("example.com".into(), 443))
+        );
+        assert_eq!(
+            Address::parse_host_port("[::1]:80"),
+            Some(Address::Ip("[::1]:80".parse().unwrap()))
+        );
+        assert_eq!(
+            Address::parse_host_port("10.0.0.1:8080"),
+            Some(Address::Ip("10.0.0.1:8080".parse().unwrap()))
+        );
+        assert_eq!(Address::parse_host_port("example.com"), None);
+        assert_eq!(Address::parse_host_port("example.com:99999"), None);
+    }
+}

@@ -1,0 +1,14 @@
+//! etemenanki-proto: the protocol cores of the runtime, without I/O.
+//!
+//! Every function here works on byte slices the caller owns and returns what
+//! to send, what was asked for, or why the peer is refused. The runtime does
+//! the reading, writing, timing and dialing, so these cores are tested with
+//! plain byte strings and no sockets.
+
+pub mod addr;
+mod base64;
+pub mod http;
+pub mod sniff;
+pub mod socks;
+
+pub use addr::Address;
