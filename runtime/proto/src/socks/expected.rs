@@ -103,13 +103,6 @@ impl ExpectedSender {
             self.port = Some(from.port());
         }
     }
-
-    /// Where replies go: the pinned sender, once known.
-    pub fn reply_to(&self, from_form: SocketAddr) -> Option<SocketAddr> {
-        // Reply in the address form the client sent from (a mapped address on
-        // a dual-stack relay stays mapped).
-        self.port.map(|port| SocketAddr::new(from_form.ip(), port))
-    }
 }
 
 #[cfg(test)]
@@ -137,10 +130,6 @@ mod tests {
         expected.pin(sa("127.0.0.1:4000"));
         assert!(expected.admits(sa("127.0.0.1:4000")));
         assert!(!expected.admits(sa("127.0.0.1:4001")));
-        assert_eq!(
-            expected.reply_to(sa("127.0.0.1:4000")),
-            Some(sa("127.0.0.1:4000"))
-        );
     }
 
     #[test]

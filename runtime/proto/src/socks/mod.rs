@@ -1,6 +1,7 @@
 //! SOCKS 4, 4a and 5: the server handshake, replies, the UDP datagram header
 //! and the rules for who a UDP association hears.
 
+pub mod client;
 mod expected;
 mod server;
 mod udp;

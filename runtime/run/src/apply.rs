@@ -1,0 +1,334 @@
+//! Applying a plan: prepare every build, then commit with one `ArcSwap`
+//! store (DESIGN.md "Apply is atomic").
+//!
+//! An apply takes a list of steps (build, reuse, drain or remove, per kind,
+//! tag and version) and executes it in two phases. Prepare builds every
+//! outbound of a build step, then every balancer over the new and reused
+//! outbounds, binds every new inbound, and resolves the route plane; any
+//! failure drops what was prepared and leaves the running state exactly as it
+//! was. Commit publishes the plane, drains the old versions, moves the
+//! probes, and starts and stops inbounds.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::{DrainPolicy, Spec};
+
+use crate::balancer::{Balancer, Member};
+use crate::dial::Dialer;
+use crate::id::OutboundId;
+use crate::inbound::Inbound;
+use crate::outbound::Outbound;
+use crate::plane::{Plane, Target};
+use crate::resolve::Dns;
+
+/// What an apply does with one resource, as the planner says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Build,
+    Reuse,
+    Drain(DrainPolicy),
+    Remove,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Outbound,
+    Balancer,
+    Inbound,
+    Dns,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Outbound => "outbound",
+            Kind::Balancer => "balancer",
+            Kind::Inbound => "inbound",
+            Kind::Dns => "dns",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub action: Action,
+    pub kind: Kind,
+    pub tag: String,
+    pub version: u32,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let action = match self.action {
+            Action::Build => "build".to_owned(),
+            Action::Reuse => "reuse".to_owned(),
+            Action::Drain(policy) => format!("drain ({policy})"),
+            Action::Remove => "remove".to_owned(),
+        };
+        if self.kind == Kind::Dns {
+            write!(f, "{action} dns@v{}", self.version)
+        } else {
+            write!(
+                f,
+                "{action} {} {}@v{}",
+                self.kind.name(),
+                self.tag,
+                self.version
+            )
+        }
+    }
+}
+
+/// The steps of the first apply: every resource built at version 1.
+pub fn first_steps(spec: &Spec) -> Vec<Step> {
+    let build = |kind, tag: &str| Step {
+        action: Action::Build,
+        kind,
+        tag: tag.to_owned(),
+        version: 1,
+    };
+    let mut steps = vec![build(Kind::Dns, "")];
+    steps.extend(spec.outbounds.iter().map(|o| build(Kind::Outbound, &o.tag)));
+    steps.extend(spec.balancers.iter().map(|b| build(Kind::Balancer, &b.tag)));
+    steps.extend(spec.inbounds.iter().map(|i| build(Kind::Inbound, &i.tag)));
+    steps
+}
+
+/// Everything the running configuration holds.
+pub struct Deployed {
+    pub spec: Spec,
+    pub epoch: u64,
+    dns: Dns,
+    dialer: Dialer,
+    outbounds: HashMap<String, Arc<Outbound>>,
+    balancers: HashMap<String, Arc<Balancer>>,
+    inbounds: HashMap<String, Inbound>,
+}
+
+/// The runtime: the published plane and what it was built from.
+pub struct Runtime {
+    pub plane: Arc<ArcSwap<Plane>>,
+    pub deployed: Option<Deployed>,
+}
+
+struct Prepared {
+    dns: Dns,
+    dialer: Dialer,
+    outbounds: HashMap<String, Arc<Outbound>>,
+    balancers: HashMap<String, Arc<Balancer>>,
+    /// Newly bound inbounds, not yet accepting.
+    new_inbounds: HashMap<String, Inbound>,
+    plane: Plane,
+}
+
+impl Runtime {
+    /// Builds and publishes `spec` as the first apply.
+    pub fn start(spec: Spec) -> Result<Runtime, String> {
+        let steps = first_steps(&spec);
+        let placeholder = Plane::empty();
+        let mut runtime = Runtime {
+            plane: Arc::new(ArcSwap::from_pointee(placeholder)),
+            deployed: None,
+        };
+        runtime.apply(spec, &steps)?;
+        Ok(runtime)
+    }
+
+    /// Prepares every step, and commits only if all of them succeeded.
+    pub fn apply(&mut self, spec: Spec, steps: &[Step]) -> Result<(), String> {
+        let prepared = self.prepare(&spec, steps)?;
+        self.commit(spec, steps, prepared);
+        Ok(())
+    }
+
+    fn prepare(&self, spec: &Spec, steps: &[Step]) -> Result<Prepared, String> {
+        let old = self.deployed.as_ref();
+        let rebuild_dns = steps
+            .iter()
+            .any(|s| s.kind == Kind::Dns && s.action == Action::Build);
+        let (dns, dialer) = match old {
+            Some(old) if !rebuild_dns => (old.dns.clone(), old.dialer.clone()),
+            _ => (
+                Dns::build(&spec.dns).map_err(|e| format!("building dns failed: {e}"))?,
+                Dialer::new(spec.socket.clone(), spec.limits.connect_timeout),
+            ),
+        };
+        let epoch = old.map_or(1, |o| o.epoch + 1);
+        let mut outbounds = HashMap::new();
+        let mut balancers = HashMap::new();
+        let mut new_inbounds = HashMap::new();
+        for step in steps {
+            match (step.kind, step.action) {
+                (Kind::Outbound, Action::Build) => {
+                    let outbound_spec = spec.outbound(&step.tag).ok_or_else(|| missing(step))?;
+                    let built = Outbound::build(outbound_spec, step.version, &dns, &dialer)
+                        .map_err(|e| {
+                            format!(
+                                "building outbound {}@v{} failed: {e}",
+                                step.tag, step.version
+                            )
+                        })?;
+                    outbounds.insert(step.tag.clone(), Arc::new(built));
+                }
+                (Kind::Outbound, Action::Reuse) => {
+                    let running = old
+                        .and_then(|o| o.outbounds.get(&step.tag))
+                        .ok_or_else(|| missing(step))?;
+                    outbounds.insert(step.tag.clone(), running.clone());
+                }
+                (Kind::Inbound, Action::Build) => {
+                    let inbound_spec = spec.inbound(&step.tag).ok_or_else(|| missing(step))?;
+                    let bound = Inbound::bind(inbound_spec, &spec.limits, self.plane.clone())
+                        .map_err(|e| {
+                            format!(
+                                "building inbound {}@v{} failed: {e}",
+                                step.tag, step.version
+                            )
+                        })?;
+                    new_inbounds.insert(step.tag.clone(), bound);
+                }
+                _ => {}
+            }
+        }
+        // Balancers go over the outbounds of this apply, new and reused.
+        for step in steps.iter().filter(|s| s.kind == Kind::Balancer) {
+            match step.action {
+                Action::Build => {
+                    let balancer_spec = spec.balancer(&step.tag).ok_or_else(|| missing(step))?;
+                    let built =
+                        build_balancer(balancer_spec, step.version, &outbounds).map_err(|e| {
+                            format!(
+                                "building balancer {}@v{} failed: {e}",
+                                step.tag, step.version
+                            )
+                        })?;
+                    balancers.insert(step.tag.clone(), Arc::new(built));
+                }
+                Action::Reuse => {
+                    let running = old
+                        .and_then(|o| o.balancers.get(&step.tag))
+                        .ok_or_else(|| missing(step))?;
+                    balancers.insert(step.tag.clone(), running.clone());
+                }
+                _ => {}
+            }
+        }
+        let mut targets: HashMap<String, Target> = outbounds
+            .iter()
+            .map(|(tag, o)| (tag.clone(), Target::Outbound(o.clone())))
+            .collect();
+        targets.extend(
+            balancers
+                .iter()
+                .map(|(tag, b)| (tag.clone(), Target::Balancer(b.clone()))),
+        );
+        let plane = Plane::new(epoch, spec.route.clone(), &targets)
+            .map_err(|e| format!("building the route plane failed: {e}"))?;
+        Ok(Prepared {
+            dns,
+            dialer,
+            outbounds,
+            balancers,
+            new_inbounds,
+            plane,
+        })
+    }
+
+    fn commit(&mut self, spec: Spec, steps: &[Step], prepared: Prepared) {
+        let Prepared {
+            dns,
+            dialer,
+            outbounds,
+            balancers,
+            mut new_inbounds,
+            plane,
+        } = prepared;
+        let epoch = plane.epoch;
+        self.plane.store(Arc::new(plane));
+        let mut old = self.deployed.take();
+        let mut inbounds = HashMap::new();
+        for step in steps {
+            tracing::info!("apply: {step}");
+            match (step.kind, step.action) {
+                (Kind::Outbound, Action::Drain(policy)) => {
+                    let replaced = old.as_ref().and_then(|o| o.outbounds.get(&step.tag));
+                    if let Some(replaced) = replaced.filter(|r| r.id.version == step.version) {
+                        replaced.drain.apply(policy);
+                    }
+                }
+                (Kind::Balancer, Action::Build) => {
+                    if let Some(running) = old.as_ref().and_then(|o| o.balancers.get(&step.tag)) {
+                        running.stop_probes();
+                    }
+                    let spec = spec.balancer(&step.tag).expect("prepared from this spec");
+                    balancers[&step.tag].start_probes(
+                        spec.probe_interval,
+                        spec.probe_timeout,
+                        &dns.servers,
+                        &dialer,
+                    );
+                }
+                (Kind::Balancer, Action::Remove) => {
+                    if let Some(running) = old.as_ref().and_then(|o| o.balancers.get(&step.tag)) {
+                        running.stop_probes();
+                    }
+                }
+                (Kind::Inbound, Action::Build) => {
+                    let mut inbound = new_inbounds.remove(&step.tag).expect("prepared");
+                    inbound.start();
+                    inbounds.insert(step.tag.clone(), inbound);
+                }
+                (Kind::Inbound, Action::Reuse) => {
+                    if let Some(running) = old.as_mut().and_then(|o| o.inbounds.remove(&step.tag)) {
+                        inbounds.insert(step.tag.clone(), running);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Inbounds not carried over (rebuilt or removed) stop here, with
+        // every connection they serve.
+        drop(old);
+        self.deployed = Some(Deployed {
+            spec,
+            epoch,
+            dns,
+            dialer,
+            outbounds,
+            balancers,
+            inbounds,
+        });
+    }
+}
+
+fn missing(step: &Step) -> String {
+    format!(
+        "the plan names {} {}@v{}, which is not there",
+        step.kind.name(),
+        step.tag,
+        step.version
+    )
+}
+
+fn build_balancer(
+    spec: &etemenanki_ir::spec::BalancerSpec,
+    version: u32,
+    outbounds: &HashMap<String, Arc<Outbound>>,
+) -> std::io::Result<Balancer> {
+    let members = spec
+        .members
+        .iter()
+        .map(|tag| {
+            let target = outbounds.get(tag).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("unknown member outbound {tag}"),
+                )
+            })?;
+            Member::new(target.clone()).map(Arc::new)
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    Balancer::new(OutboundId::new(&spec.tag, version), members, spec.strategy)
+}

@@ -1,0 +1,72 @@
+//! Routing a TCP flow on the current plane and dialing it.
+
+use std::io;
+use std::net::IpAddr;
+
+use arc_swap::ArcSwap;
+use etemenanki_ir::route::Network;
+use etemenanki_proto::Address;
+
+use crate::drain::Guard;
+use crate::id::OutboundId;
+use crate::outbound::OutboundStream;
+use crate::plane::Plane;
+use crate::route::RouteInput;
+
+/// A decoded request: where the client wants to go and what routes it.
+pub struct Flow {
+    pub destination: Address,
+    /// The domain sniffed from the first bytes: it only routes; the dial
+    /// still goes to `destination`.
+    pub sniffed: Option<String>,
+    pub source: Option<IpAddr>,
+}
+
+/// A dialed flow, guarded by the version of the outbound it was opened on
+/// (for a balanced flow, its member's).
+pub struct Opened {
+    pub stream: OutboundStream,
+    pub guard: Guard,
+    pub id: OutboundId,
+}
+
+/// Routes `flow` and dials it on the chosen outbound (a balancer picks its
+/// member here, so a member that went down is skipped from the next flow).
+pub async fn open_stream(
+    plane: &ArcSwap<Plane>,
+    inbound_tag: &str,
+    flow: &Flow,
+) -> io::Result<Opened> {
+    let outbound = {
+        let plane = plane.load();
+        let input = RouteInput {
+            destination: &flow.destination,
+            sniffed: flow.sniffed.as_deref(),
+            inbound_tag,
+            source: flow.source,
+            network: Network::Tcp,
+        };
+        let routed = plane.route(&input);
+        let outbound = routed.target.resolve(None);
+        tracing::debug!(
+            "tcp {} -> {} (sniffed {:?}) via {} by {}",
+            flow.source
+                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+            flow.destination,
+            flow.sniffed,
+            outbound.id,
+            routed.line.map_or_else(
+                || "the default".to_owned(),
+                |l| format!("the rule on line {l}")
+            ),
+        );
+        outbound
+    };
+    let guard = outbound.drain.guard();
+    let stream = outbound.connect_stream(&flow.destination).await?;
+    Ok(Opened {
+        stream,
+        guard,
+        id: outbound.id.clone(),
+    })
+}

@@ -1,0 +1,235 @@
+//! Inbounds: the accept loop, admission before reading, and one task per
+//! connection that owns the client socket, the protocol core and the
+//! outbound it opens.
+
+mod http;
+mod sniff;
+mod socks;
+mod udp;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
+use socket2::{Domain, Socket, Type};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::connect::Opened;
+use crate::outbound::OutboundStream;
+use crate::plane::Plane;
+use crate::relay::{relay, swallow, Ended};
+
+/// The sleep after an accept error that is not transient (for example when
+/// file descriptors run out).
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+const BACKLOG: i32 = 1024;
+
+/// What every connection of one inbound shares.
+pub struct Shared {
+    pub tag: Arc<str>,
+    pub spec: InboundSpec,
+    /// (user, password) pairs; empty means no authentication.
+    pub accounts: Vec<(String, String)>,
+    pub limits: Limits,
+    pub plane: Arc<ArcSwap<Plane>>,
+}
+
+/// A bound, listening inbound. Dropping it stops the accept loop and ends
+/// every connection it serves.
+pub struct Inbound {
+    pub spec: InboundSpec,
+    pub limits: Limits,
+    listener: Option<TcpListener>,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    /// Connections end when this sender is dropped.
+    stop: watch::Sender<()>,
+}
+
+impl Inbound {
+    /// Binds the listening socket; nothing is accepted until [`Inbound::start`].
+    /// SO_REUSEPORT lets a changed inbound bind its address while the
+    /// version it replaces still listens, so the apply can be refused without
+    /// touching the running one.
+    pub fn bind(
+        spec: &InboundSpec,
+        limits: &Limits,
+        plane: Arc<ArcSwap<Plane>>,
+    ) -> io::Result<Inbound> {
+        let accounts = match &spec.protocol {
+            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts } => {
+                accounts
+                    .iter()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
+                    .collect()
+            }
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "the {} inbound is not supported by this runtime yet",
+                        other.name()
+                    ),
+                ))
+            }
+        };
+        let listener = listen(spec.listen)?;
+        let shared = Arc::new(Shared {
+            tag: spec.tag.as_str().into(),
+            spec: spec.clone(),
+            accounts,
+            limits: limits.clone(),
+            plane,
+        });
+        Ok(Inbound {
+            spec: spec.clone(),
+            limits: limits.clone(),
+            listener: Some(listener),
+            shared,
+            accept: None,
+            stop: watch::channel(()).0,
+        })
+    }
+
+    pub fn start(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            let shared = self.shared.clone();
+            let stop = self.stop.subscribe();
+            self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
+        }
+    }
+}
+
+impl Drop for Inbound {
+    fn drop(&mut self) {
+        if let Some(accept) = &self.accept {
+            accept.abort();
+        }
+    }
+}
+
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(false).ok();
+    }
+    socket.set_nonblocking(true)?;
+    socket
+        .bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    socket.listen(BACKLOG)?;
+    TcpListener::from_std(std::net::TcpListener::from(socket))
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
+    let sessions = Arc::new(Semaphore::new(shared.limits.max_connections as usize));
+    let handshakes = Arc::new(Semaphore::new(shared.limits.max_handshakes as usize));
+    tracing::info!("inbound {} listening on {}", shared.tag, shared.spec.listen);
+    loop {
+        let (socket, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                tracing::warn!("inbound {}: accept failed: {e}", shared.tag);
+                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                continue;
+            }
+        };
+        // Admission before reading, never waiting: a full inbound drops the
+        // socket rather than letting the kernel backlog fill silently.
+        let Ok(session) = sessions.clone().try_acquire_owned() else {
+            tracing::debug!("dropping inbound connection; live connection limit reached");
+            continue;
+        };
+        let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
+            tracing::debug!("dropping inbound connection; handshake limit reached");
+            continue;
+        };
+        let shared = shared.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let served = tokio::select! {
+                served = serve(&shared, socket, peer, handshake) => served,
+                _ = stop.changed() => Ok(()),
+            };
+            if let Err(e) = served {
+                tracing::debug!(
+                    "{} connection from {} ended: {e}",
+                    shared.spec.protocol.name(),
+                    peer
+                );
+            }
+            drop(session);
+        });
+    }
+}
+
+async fn serve(
+    shared: &Shared,
+    socket: TcpStream,
+    peer: SocketAddr,
+    handshake: OwnedSemaphorePermit,
+) -> io::Result<()> {
+    socket.set_nodelay(true).ok();
+    match &shared.spec.protocol {
+        InboundProtocol::Socks { udp, .. } => {
+            socks::serve(shared, socket, peer, handshake, *udp).await
+        }
+        InboundProtocol::Http { .. } => http::serve(shared, socket, peer, handshake).await,
+        _ => Ok(()),
+    }
+}
+
+/// The error a silent or slow client ends with at the handshake deadline.
+fn handshake_timed_out(limit: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "inbound handshake timed out after {}",
+            etemenanki_ir::format_duration(limit)
+        ),
+    )
+}
+
+/// Writes `early` (bytes the client sent before the outbound existed) to
+/// the outbound, then relays until the connection ends.
+async fn relay_opened(
+    shared: &Shared,
+    mut client: TcpStream,
+    mut opened: Opened,
+    early: &[u8],
+) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let idle = shared.limits.relay_idle_timeout;
+    let ended = match &mut opened.stream {
+        OutboundStream::Tcp(outbound) => {
+            if !early.is_empty() {
+                outbound.write_all(early).await?;
+            }
+            relay(&mut client, outbound, idle, &mut opened.guard).await?
+        }
+        OutboundStream::Blackhole => swallow(&mut client, idle).await?,
+    };
+    if ended == Ended::Idle {
+        tracing::debug!(
+            "connection via {} closed after {} idle",
+            opened.id,
+            etemenanki_ir::format_duration(idle)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! Outbounds: where a routed flow leaves the process. One [`Outbound`] per
+//! built tag and version; it opens a TCP flow as a stream and a UDP flow as a
+//! datagram link.
+
+mod freedom;
+mod link;
+mod socks;
+
+use std::io;
+
+use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
+use etemenanki_proto::Address;
+use tokio::net::TcpStream;
+
+use crate::dial::Dialer;
+use crate::drain::Drain;
+use crate::id::OutboundId;
+use crate::resolve::Dns;
+use freedom::Freedom;
+pub use link::DatagramLink;
+use socks::Socks;
+
+pub struct Outbound {
+    pub id: OutboundId,
+    pub drain: Drain,
+    kind: Kind,
+    probe: Option<HostPort>,
+}
+
+enum Kind {
+    Freedom(Freedom),
+    Socks(Socks),
+    Blackhole,
+}
+
+/// The stream a TCP flow is relayed to.
+pub enum OutboundStream {
+    Tcp(TcpStream),
+    /// Reads EOF at once and swallows every write.
+    Blackhole,
+}
+
+impl Outbound {
+    /// Builds `spec` at `version`. Construction opens no socket.
+    pub fn build(
+        spec: &OutboundSpec,
+        version: u32,
+        dns: &Dns,
+        dialer: &Dialer,
+    ) -> io::Result<Outbound> {
+        let kind = match &spec.protocol {
+            OutboundProtocol::Freedom { address_family } => Kind::Freedom(Freedom::new(
+                dialer.clone(),
+                dns.destinations.clone(),
+                *address_family,
+            )),
+            OutboundProtocol::Blackhole => Kind::Blackhole,
+            OutboundProtocol::Socks { upstream, account } => Kind::Socks(Socks::new(
+                upstream,
+                account.as_ref(),
+                dialer.clone(),
+                dns.servers.clone(),
+            )?),
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "the {} outbound is not supported by this runtime yet",
+                        other.name()
+                    ),
+                ))
+            }
+        };
+        Ok(Outbound {
+            id: OutboundId::new(&spec.tag, version),
+            drain: Drain::default(),
+            kind,
+            probe: spec.protocol.probe_target().cloned(),
+        })
+    }
+
+    /// A blackhole outside any spec, for the placeholder plane.
+    pub fn blackhole(id: OutboundId) -> Outbound {
+        Outbound {
+            id,
+            drain: Drain::default(),
+            kind: Kind::Blackhole,
+            probe: None,
+        }
+    }
+
+    /// Where a balancer's TCP health probe connects.
+    pub fn probe_target(&self) -> Option<&HostPort> {
+        self.probe.as_ref()
+    }
+
+    pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
+        match &self.kind {
+            Kind::Freedom(freedom) => freedom.connect(destination).await.map(OutboundStream::Tcp),
+            Kind::Socks(socks) => socks.connect(destination).await.map(OutboundStream::Tcp),
+            Kind::Blackhole => Ok(OutboundStream::Blackhole),
+        }
+    }
+
+    pub fn connect_datagram(&self) -> io::Result<DatagramLink> {
+        match &self.kind {
+            Kind::Freedom(freedom) => freedom.bind_udp().map(DatagramLink::Freedom),
+            Kind::Socks(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "socks: UDP ASSOCIATE through an upstream is not supported by this runtime yet",
+            )),
+            Kind::Blackhole => Ok(DatagramLink::Blackhole),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! socks: CONNECT through an upstream SOCKS5 server over plain TCP.
+
+use std::io;
+use std::net::SocketAddr;
+
+use etemenanki_ir::spec::{Account, AddressFamily, HostPort, StreamShape, Upstream};
+use etemenanki_proto::socks::client;
+use etemenanki_proto::Address;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::dial::Dialer;
+use crate::resolve::{order, Resolver};
+
+/// The longest reply a SOCKS5 server sends to CONNECT.
+const MAX_REPLY: usize = 4 + 1 + 255 + 2;
+
+pub struct Socks {
+    server: HostPort,
+    family: AddressFamily,
+    account: Option<(String, String)>,
+    dialer: Dialer,
+    resolver: Resolver,
+}
+
+impl Socks {
+    pub fn new(
+        upstream: &Upstream,
+        account: Option<&Account>,
+        dialer: Dialer,
+        resolver: Resolver,
+    ) -> io::Result<Socks> {
+        if upstream.transport.shape != StreamShape::Tcp {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "the {} transport is not supported by this runtime yet",
+                    upstream.transport.shape.name()
+                ),
+            ));
+        }
+        Ok(Socks {
+            server: upstream.server.clone(),
+            family: upstream.transport.address_family,
+            account: account.map(|a| (a.user.clone(), a.pass.expose().clone())),
+            dialer,
+            resolver,
+        })
+    }
+
+    /// Dials the server and completes the handshake: a refusal is an error
+    /// here, never a stream that fails later.
+    pub async fn connect(&self, destination: &Address) -> io::Result<TcpStream> {
+        let ips = order(
+            self.resolver.lookup(&self.server.host.name()).await?,
+            self.family,
+        );
+        let addrs: Vec<SocketAddr> = ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, self.server.port))
+            .collect();
+        if addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "dial: destination did not resolve",
+            ));
+        }
+        let mut stream = self.dialer.connect_any(&addrs).await?;
+        handshake(&mut stream, self.account.as_ref(), destination)
+            .await
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::UnexpectedEof {
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "socks: server closed during the handshake",
+                    )
+                } else {
+                    e
+                }
+            })?;
+        Ok(stream)
+    }
+}
+
+async fn handshake(
+    stream: &mut TcpStream,
+    account: Option<&(String, String)>,
+    destination: &Address,
+) -> io::Result<()> {
+    let refused = |kind, text: &str| io::Error::new(kind, text.to_owned());
+    stream
+        .write_all(&client::greeting(account.is_some()))
+        .await?;
+    let mut two = [0u8; 2];
+    stream.read_exact(&mut two).await?;
+    client::check_method(two, account.is_some())
+        .map_err(|e| refused(io::ErrorKind::PermissionDenied, e))?;
+    if let Some((user, pass)) = account {
+        stream.write_all(&client::auth_request(user, pass)).await?;
+        stream.read_exact(&mut two).await?;
+        client::check_auth(two).map_err(|e| refused(io::ErrorKind::PermissionDenied, e))?;
+    }
+    stream
+        .write_all(&client::connect_request(destination))
+        .await?;
+    let mut reply = [0u8; MAX_REPLY];
+    let mut have = 0;
+    loop {
+        let n = stream.read(&mut reply[have..]).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        have += n;
+        match client::parse_reply(&reply[..have]) {
+            Ok(Some(len)) if len == have => return Ok(()),
+            Ok(Some(_)) => {
+                return Err(refused(
+                    io::ErrorKind::InvalidData,
+                    "socks: data before the reply ended",
+                ))
+            }
+            Ok(None) if have < MAX_REPLY => continue,
+            Ok(None) => return Err(refused(io::ErrorKind::InvalidData, "socks: reply too long")),
+            Err(client::ReplyError::Rejected(status)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    format!("server rejects request: {status}"),
+                ))
+            }
+            Err(client::ReplyError::Malformed(text)) => {
+                return Err(refused(io::ErrorKind::InvalidData, text))
+            }
+        }
+    }
+}
