@@ -1,0 +1,150 @@
+//! UDP through SOCKS5 ASSOCIATE: per-packet routing, replies attributed to
+//! their source, and the single-client rules of seed 003.
+
+#[allow(dead_code)]
+mod support;
+
+use std::net::{SocketAddr, UdpSocket};
+
+use etemenanki_ir::route::PortRange;
+use support::*;
+
+fn udp_runtime(port: u16, rules: Vec<etemenanki_ir::route::Rule>) -> Runtime {
+    let mut inbound = socks_inbound("in", port, true);
+    inbound.listen = format!("0.0.0.0:{port}").parse().unwrap();
+    Runtime::start(&spec(
+        vec![inbound],
+        vec![freedom("direct"), blackhole("block")],
+        rules,
+        "direct",
+    ))
+}
+
+#[test]
+fn one_association_routes_each_peer_separately() {
+    let allowed = udp_echo("allowed");
+    let blocked = udp_echo("blocked");
+    let port = free_port();
+    let mut block = rule("block");
+    block.port = vec![PortRange {
+        start: blocked.port(),
+        end: blocked.port(),
+    }];
+    let _runtime = udp_runtime(port, vec![block]);
+    let association = Association::any(localhost(port));
+    assert_eq!(
+        ask(&association, allowed, b"1"),
+        Some((allowed, b"allowed:1".to_vec()))
+    );
+    assert_eq!(ask(&association, blocked, b"2"), None);
+    // The blocked peer did not harm the rest of the association.
+    assert_eq!(
+        ask(&association, allowed, b"3"),
+        Some((allowed, b"allowed:3".to_vec()))
+    );
+}
+
+#[test]
+fn replies_from_several_peers_merge_back_correctly() {
+    let peers = [udp_echo("a"), udp_echo("b"), udp_echo("c")];
+    let port = free_port();
+    let _runtime = udp_runtime(port, vec![]);
+    let association = Association::any(localhost(port));
+    for round in 0..2 {
+        for (peer, name) in peers.iter().zip(["a", "b", "c"]) {
+            let payload = format!("{round}");
+            let expected = format!("{name}:{round}").into_bytes();
+            assert_eq!(
+                ask(&association, *peer, payload.as_bytes()),
+                Some((*peer, expected))
+            );
+        }
+    }
+}
+
+#[test]
+fn udp_association_ignores_another_ip() {
+    let peer = udp_echo("peer");
+    let port = free_port();
+    let _runtime = udp_runtime(port, vec![]);
+    let association = Association::any(localhost(port));
+    let stranger = UdpSocket::bind("127.0.0.2:0").unwrap();
+    stranger
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    send_via(&stranger, association.relay, peer, b"from a stranger");
+    assert_eq!(recv_via(&stranger), None);
+    assert_eq!(
+        ask(&association, peer, b"mine"),
+        Some((peer, b"peer:mine".to_vec()))
+    );
+}
+
+#[test]
+fn udp_association_ignores_another_port_once_pinned() {
+    let peer = udp_echo("peer");
+    let port = free_port();
+    let _runtime = udp_runtime(port, vec![]);
+    let association = Association::any(localhost(port));
+    assert_eq!(
+        ask(&association, peer, b"pin"),
+        Some((peer, b"peer:pin".to_vec()))
+    );
+    let other_port = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other_port
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    send_via(&other_port, association.relay, peer, b"from another port");
+    assert_eq!(recv_via(&other_port), None);
+    // The pinned port received nothing for the other port's datagram.
+    assert_eq!(association.recv(), None);
+}
+
+#[test]
+fn udp_association_holds_to_the_port_the_request_names() {
+    let peer = udp_echo("peer");
+    let port = free_port();
+    let _runtime = udp_runtime(port, vec![]);
+    let named = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let named_addr = named.local_addr().unwrap();
+    drop(named);
+    let association = Association::open(localhost(port), named_addr, named_addr).unwrap();
+    // A datagram from another port of the same IP is not the client's, even
+    // as the first one.
+    let other_port = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other_port
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    send_via(
+        &other_port,
+        association.relay,
+        peer,
+        b"first, but from elsewhere",
+    );
+    assert_eq!(recv_via(&other_port), None);
+    assert_eq!(
+        ask(&association, peer, b"named"),
+        Some((peer, b"peer:named".to_vec()))
+    );
+}
+
+#[test]
+fn udp_association_is_not_widened_by_the_request() {
+    let peer = udp_echo("peer");
+    let port = free_port();
+    let _runtime = udp_runtime(port, vec![]);
+    let stranger = UdpSocket::bind("127.0.0.2:0").unwrap();
+    stranger
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let stranger_addr: SocketAddr = stranger.local_addr().unwrap();
+    // The request names the stranger's address; it is set aside, and only
+    // the control connection's IP is heard.
+    let association = Association::open(localhost(port), localhost(0), stranger_addr).unwrap();
+    send_via(&stranger, association.relay, peer, b"widen me");
+    assert_eq!(recv_via(&stranger), None);
+    assert_eq!(
+        ask(&association, peer, b"ok"),
+        Some((peer, b"peer:ok".to_vec()))
+    );
+}
