@@ -42,8 +42,6 @@ pub struct Shared {
 /// A bound, listening inbound. Dropping it stops the accept loop and ends
 /// every connection it serves.
 pub struct Inbound {
-    pub spec: InboundSpec,
-    pub limits: Limits,
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
@@ -87,8 +85,6 @@ impl Inbound {
             plane,
         });
         Ok(Inbound {
-            spec: spec.clone(),
-            limits: limits.clone(),
             listener: Some(listener),
             shared,
             accept: None,

@@ -9,7 +9,8 @@ use tokio::io::ReadBuf;
 use super::freedom::ResolvingUdp;
 
 pub enum DatagramLink {
-    Freedom(ResolvingUdp),
+    /// Boxed: it holds a resolver, far larger than the other variant.
+    Freedom(Box<ResolvingUdp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,

@@ -104,7 +104,9 @@ impl Outbound {
 
     pub fn connect_datagram(&self) -> io::Result<DatagramLink> {
         match &self.kind {
-            Kind::Freedom(freedom) => freedom.bind_udp().map(DatagramLink::Freedom),
+            Kind::Freedom(freedom) => freedom
+                .bind_udp()
+                .map(|udp| DatagramLink::Freedom(Box::new(udp))),
             Kind::Socks(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "socks: UDP ASSOCIATE through an upstream is not supported by this runtime yet",
