@@ -4,10 +4,22 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::thread;
 
+/// Reads an 8-byte big-endian length, then that many bytes, then answers
+/// one byte. No half-close is needed, which not every proxy relays.
 pub fn tcp_sink() -> SocketAddr {
     serve_tcp(|mut stream| {
+        let mut len = [0u8; 8];
+        if stream.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut left = u64::from_be_bytes(len);
         let mut buf = vec![0u8; 256 * 1024];
-        while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+        while left > 0 {
+            match stream.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n as u64),
+            }
+        }
         let _ = stream.write_all(b"k");
     })
 }

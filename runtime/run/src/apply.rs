@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{DrainPolicy, Spec};
+use etemenanki_ir::plan::{Action, Kind, Plan, PublishReason, Reason, Step};
+use etemenanki_ir::spec::Spec;
+use etemenanki_ir::state::DeployedState;
 
 use crate::balancer::{Balancer, Member};
 use crate::dial::Dialer;
@@ -23,83 +25,55 @@ use crate::outbound::Outbound;
 use crate::plane::{Plane, Target};
 use crate::resolve::Dns;
 
-/// What an apply does with one resource, as the planner says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Build,
-    Reuse,
-    Drain(DrainPolicy),
-    Remove,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Outbound,
-    Balancer,
-    Inbound,
-    Dns,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Outbound => "outbound",
-            Kind::Balancer => "balancer",
-            Kind::Inbound => "inbound",
-            Kind::Dns => "dns",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Step {
-    pub action: Action,
-    pub kind: Kind,
-    pub tag: String,
-    pub version: u32,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let action = match self.action {
-            Action::Build => "build".to_owned(),
-            Action::Reuse => "reuse".to_owned(),
-            Action::Drain(policy) => format!("drain ({policy})"),
-            Action::Remove => "remove".to_owned(),
-        };
-        if self.kind == Kind::Dns {
-            write!(f, "{action} dns@v{}", self.version)
-        } else {
-            write!(
-                f,
-                "{action} {} {}@v{}",
-                self.kind.name(),
-                self.tag,
-                self.version
-            )
-        }
-    }
-}
-
-/// The steps of the first apply: every resource built at version 1.
-pub fn first_steps(spec: &Spec) -> Vec<Step> {
+/// The plan of the first apply: every resource built at version 1, as
+/// `DeployedState::initial` records it.
+pub fn first_plan(spec: &Spec) -> Plan {
     let build = |kind, tag: &str| Step {
-        action: Action::Build,
+        action: Action::Build { from: None },
         kind,
         tag: tag.to_owned(),
         version: 1,
+        reason: Reason::New,
     };
     let mut steps = vec![build(Kind::Dns, "")];
     steps.extend(spec.outbounds.iter().map(|o| build(Kind::Outbound, &o.tag)));
     steps.extend(spec.balancers.iter().map(|b| build(Kind::Balancer, &b.tag)));
     steps.extend(spec.inbounds.iter().map(|i| build(Kind::Inbound, &i.tag)));
-    steps
+    Plan {
+        epoch: 0,
+        steps,
+        publish: vec![PublishReason::Targets],
+    }
+}
+
+/// A step as `etc plan` shows it: symbol, name, versions and reason, so an
+/// operator can hold the log of a reload against its preview.
+pub fn describe(step: &Step) -> String {
+    let symbol = match step.action {
+        Action::Build { from: None } => '+',
+        Action::Build { from: Some(_) } => '~',
+        Action::Reuse => '=',
+        Action::Drain(_) | Action::Remove => '-',
+    };
+    let name = match step.tag.is_empty() {
+        true => step.kind.name().to_owned(),
+        false => format!("{} {}", step.kind.name(), step.tag),
+    };
+    let versions = match step.action {
+        Action::Build { from: Some(from) } => format!("v{from} -> v{}", step.version),
+        _ => format!("v{}", step.version),
+    };
+    let reason = match step.action {
+        Action::Drain(policy) => format!("{} (drain: {policy})", step.reason),
+        _ => step.reason.to_string(),
+    };
+    format!("{symbol} {name}  {versions}  {reason}")
 }
 
 /// Everything the running configuration holds.
 pub struct Deployed {
-    pub spec: Spec,
-    pub epoch: u64,
+    /// What the planner plans the next apply against.
+    pub state: DeployedState,
     dns: Dns,
     dialer: Dialer,
     outbounds: HashMap<String, Arc<Outbound>>,
@@ -126,28 +100,47 @@ struct Prepared {
 impl Runtime {
     /// Builds and publishes `spec` as the first apply.
     pub fn start(spec: Spec) -> Result<Runtime, String> {
-        let steps = first_steps(&spec);
+        let plan = first_plan(&spec);
         let placeholder = Plane::empty();
         let mut runtime = Runtime {
             plane: Arc::new(ArcSwap::from_pointee(placeholder)),
             deployed: None,
         };
-        runtime.apply(spec, &steps)?;
+        let prepared = runtime.prepare(&spec, &plan.steps)?;
+        runtime.commit(DeployedState::initial(spec), &plan.steps, prepared);
         Ok(runtime)
     }
 
-    /// Prepares every step, and commits only if all of them succeeded.
-    pub fn apply(&mut self, spec: Spec, steps: &[Step]) -> Result<(), String> {
-        let prepared = self.prepare(&spec, steps)?;
-        self.commit(spec, steps, prepared);
-        Ok(())
+    /// Plans `spec` against the deployed state with the planner `etc plan`
+    /// uses, prepares every step, and commits only if all of them
+    /// succeeded. Returns the plan it applied.
+    pub fn reload(&mut self, spec: Spec) -> Result<Plan, String> {
+        let state = &self
+            .deployed
+            .as_ref()
+            .expect("a runtime is started before it reloads")
+            .state;
+        let plan = etemenanki_ir::plan::plan(state, &spec);
+        let prepared = self.prepare(&spec, &plan.steps)?;
+        let state = state.apply(&plan, spec);
+        self.commit(state, &plan.steps, prepared);
+        Ok(plan)
+    }
+
+    /// What the planner plans the next apply against.
+    pub fn state(&self) -> &DeployedState {
+        &self
+            .deployed
+            .as_ref()
+            .expect("a started runtime has a state")
+            .state
     }
 
     fn prepare(&self, spec: &Spec, steps: &[Step]) -> Result<Prepared, String> {
         let old = self.deployed.as_ref();
         let rebuild_dns = steps
             .iter()
-            .any(|s| s.kind == Kind::Dns && s.action == Action::Build);
+            .any(|s| s.kind == Kind::Dns && matches!(s.action, Action::Build { .. }));
         let (dns, dialer) = match old {
             Some(old) if !rebuild_dns => (old.dns.clone(), old.dialer.clone()),
             _ => (
@@ -155,13 +148,12 @@ impl Runtime {
                 Dialer::new(spec.socket.clone(), spec.limits.connect_timeout),
             ),
         };
-        let epoch = old.map_or(1, |o| o.epoch + 1);
         let mut outbounds = HashMap::new();
         let mut balancers = HashMap::new();
         let mut new_inbounds = HashMap::new();
         for step in steps {
             match (step.kind, step.action) {
-                (Kind::Outbound, Action::Build) => {
+                (Kind::Outbound, Action::Build { .. }) => {
                     let outbound_spec = spec.outbound(&step.tag).ok_or_else(|| missing(step))?;
                     let built = Outbound::build(outbound_spec, step.version, &dns, &dialer)
                         .map_err(|e| {
@@ -178,7 +170,7 @@ impl Runtime {
                         .ok_or_else(|| missing(step))?;
                     outbounds.insert(step.tag.clone(), running.clone());
                 }
-                (Kind::Inbound, Action::Build) => {
+                (Kind::Inbound, Action::Build { .. }) => {
                     let inbound_spec = spec.inbound(&step.tag).ok_or_else(|| missing(step))?;
                     let bound = Inbound::bind(inbound_spec, &spec.limits, self.plane.clone())
                         .map_err(|e| {
@@ -189,13 +181,18 @@ impl Runtime {
                         })?;
                     new_inbounds.insert(step.tag.clone(), bound);
                 }
+                (Kind::Inbound, Action::Reuse)
+                    if !old.is_some_and(|o| o.inbounds.contains_key(&step.tag)) =>
+                {
+                    return Err(missing(step));
+                }
                 _ => {}
             }
         }
         // Balancers go over the outbounds of this apply, new and reused.
         for step in steps.iter().filter(|s| s.kind == Kind::Balancer) {
             match step.action {
-                Action::Build => {
+                Action::Build { .. } => {
                     let balancer_spec = spec.balancer(&step.tag).ok_or_else(|| missing(step))?;
                     let built =
                         build_balancer(balancer_spec, step.version, &outbounds).map_err(|e| {
@@ -224,7 +221,7 @@ impl Runtime {
                 .iter()
                 .map(|(tag, b)| (tag.clone(), Target::Balancer(b.clone()))),
         );
-        let plane = Plane::new(epoch, spec.route.clone(), &targets)
+        let plane = Plane::new(spec.route.clone(), &targets)
             .map_err(|e| format!("building the route plane failed: {e}"))?;
         Ok(Prepared {
             dns,
@@ -236,7 +233,9 @@ impl Runtime {
         })
     }
 
-    fn commit(&mut self, spec: Spec, steps: &[Step], prepared: Prepared) {
+    /// Publishes the plane with one store, then drains the old versions,
+    /// moves the probes and swaps the inbounds. Nothing here can fail.
+    fn commit(&mut self, state: DeployedState, steps: &[Step], prepared: Prepared) {
         let Prepared {
             dns,
             dialer,
@@ -245,12 +244,11 @@ impl Runtime {
             mut new_inbounds,
             plane,
         } = prepared;
-        let epoch = plane.epoch;
         self.plane.store(Arc::new(plane));
         let mut old = self.deployed.take();
         let mut inbounds = HashMap::new();
         for step in steps {
-            tracing::info!("apply: {step}");
+            tracing::info!("apply: {}", describe(step));
             match (step.kind, step.action) {
                 (Kind::Outbound, Action::Drain(policy)) => {
                     let replaced = old.as_ref().and_then(|o| o.outbounds.get(&step.tag));
@@ -258,11 +256,14 @@ impl Runtime {
                         replaced.drain.apply(policy);
                     }
                 }
-                (Kind::Balancer, Action::Build) => {
+                (Kind::Balancer, Action::Build { .. }) => {
                     if let Some(running) = old.as_ref().and_then(|o| o.balancers.get(&step.tag)) {
                         running.stop_probes();
                     }
-                    let spec = spec.balancer(&step.tag).expect("prepared from this spec");
+                    let spec = state
+                        .spec
+                        .balancer(&step.tag)
+                        .expect("prepared from this spec");
                     balancers[&step.tag].start_probes(
                         spec.probe_interval,
                         spec.probe_timeout,
@@ -275,7 +276,7 @@ impl Runtime {
                         running.stop_probes();
                     }
                 }
-                (Kind::Inbound, Action::Build) => {
+                (Kind::Inbound, Action::Build { .. }) => {
                     let mut inbound = new_inbounds.remove(&step.tag).expect("prepared");
                     inbound.start();
                     inbounds.insert(step.tag.clone(), inbound);
@@ -292,8 +293,7 @@ impl Runtime {
         // every connection they serve.
         drop(old);
         self.deployed = Some(Deployed {
-            spec,
-            epoch,
+            state,
             dns,
             dialer,
             outbounds,

@@ -18,19 +18,27 @@ mod relay;
 mod resolve;
 mod route;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
 
 use tokio::signal::unix::{signal, SignalKind};
 
 const USAGE: &str = "usage: etemenanki-run PLAN [--state FILE]";
 
+/// How often the plan file is checked for a replacement.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
 struct Args {
     plan: PathBuf,
+    /// Where the deployed state is written after each apply, for
+    /// `etc plan --from STATE` to preview the next reload exactly.
+    state: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut plan = None;
+    let mut state = None;
     let mut args = std::env::args_os().skip(1);
     while let Some(arg) = args.next() {
         match arg.to_str() {
@@ -39,7 +47,7 @@ fn parse_args() -> Result<Args, String> {
                 std::process::exit(0);
             }
             Some("--state") => {
-                args.next().ok_or("--state needs a file")?;
+                state = Some(PathBuf::from(args.next().ok_or("--state needs a file")?))
             }
             Some(flag) if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
             _ if plan.is_none() => plan = Some(PathBuf::from(arg)),
@@ -48,6 +56,7 @@ fn parse_args() -> Result<Args, String> {
     }
     Ok(Args {
         plan: plan.ok_or("no plan given")?,
+        state,
     })
 }
 
@@ -88,23 +97,82 @@ fn main() -> ExitCode {
 async fn serve(args: Args, plan: etemenanki_ir::encode::Plan) -> ExitCode {
     let mut terminate = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
     let mut interrupt = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
-    let running = match apply::Runtime::start(plan.spec) {
+    let mut hangup = signal(SignalKind::hangup()).expect("installing a SIGHUP handler");
+    let mut stamp = FileStamp::of(&args.plan);
+    let mut running = match apply::Runtime::start(plan.spec) {
         Ok(running) => running,
         Err(e) => {
             eprintln!("etemenanki-run: {e}");
             return ExitCode::FAILURE;
         }
     };
+    write_state(&args, &running);
     tracing::info!(
         "serving {} (compiled by etc {})",
         args.plan.display(),
         plan.compiler_version
     );
-    let signal = tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
+    let mut watch = tokio::time::interval(WATCH_INTERVAL);
+    let signal = loop {
+        tokio::select! {
+            _ = terminate.recv() => break "SIGTERM",
+            _ = interrupt.recv() => break "SIGINT",
+            _ = hangup.recv() => {
+                stamp = FileStamp::of(&args.plan);
+                reload(&args, &mut running, "SIGHUP");
+            }
+            _ = watch.tick() => {
+                let now = FileStamp::of(&args.plan);
+                if now != stamp {
+                    stamp = now;
+                    reload(&args, &mut running, "the plan file changed");
+                }
+            }
+        }
     };
     tracing::info!("{signal}: shutting down");
     drop(running);
     ExitCode::SUCCESS
+}
+
+/// Loads the plan file again and applies it; a plan that fails to load or
+/// build leaves the running one in place.
+fn reload(args: &Args, running: &mut apply::Runtime, why: &str) {
+    tracing::info!("reload: {why}: loading {}", args.plan.display());
+    let applied = plan_file::load(&args.plan).and_then(|plan| running.reload(plan.spec));
+    match applied {
+        Ok(plan) => {
+            tracing::info!("reload: applied epoch {}: {}", plan.epoch, plan.summary());
+            write_state(args, running);
+        }
+        Err(e) => tracing::error!("reload: build failed, keeping current config: {e}"),
+    }
+}
+
+/// Writes the deployed state beside its final name, then renames it, so a
+/// reader never sees half a file.
+fn write_state(args: &Args, running: &apply::Runtime) {
+    let Some(path) = &args.state else { return };
+    let partial = path.with_extension("partial");
+    let written = std::fs::write(&partial, running.state().encode())
+        .and_then(|()| std::fs::rename(&partial, path));
+    if let Err(e) = written {
+        tracing::error!("cannot write the state file {}: {e}", path.display());
+    }
+}
+
+/// What tells a replaced plan file from the one loaded: its inode, length
+/// and modification time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct FileStamp(Option<(u64, u64, SystemTime)>);
+
+impl FileStamp {
+    fn of(path: &Path) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp(
+            std::fs::metadata(path)
+                .ok()
+                .and_then(|m| Some((m.ino(), m.len(), m.modified().ok()?))),
+        )
+    }
 }

@@ -39,7 +39,6 @@ impl Target {
 }
 
 pub struct Plane {
-    pub epoch: u64,
     route: RouteTable,
     /// The target of each rule, in rule order.
     rule_targets: Vec<Target>,
@@ -58,7 +57,6 @@ impl Plane {
     /// routes on it; its default swallows.
     pub fn empty() -> Plane {
         Plane {
-            epoch: 0,
             route: RouteTable {
                 rules: Vec::new(),
                 default: String::new(),
@@ -69,11 +67,7 @@ impl Plane {
     }
 
     /// Resolves every tag the route table names among `targets`.
-    pub fn new(
-        epoch: u64,
-        route: RouteTable,
-        targets: &HashMap<String, Target>,
-    ) -> io::Result<Plane> {
+    pub fn new(route: RouteTable, targets: &HashMap<String, Target>) -> io::Result<Plane> {
         let find = |tag: &str| {
             targets.get(tag).cloned().ok_or_else(|| {
                 io::Error::new(
@@ -89,7 +83,6 @@ impl Plane {
             .collect::<io::Result<_>>()?;
         let default = find(&route.default)?;
         Ok(Plane {
-            epoch,
             route,
             rule_targets,
             default,

@@ -154,10 +154,16 @@ pub fn run_plan_bytes(bytes: &[u8]) -> (std::process::ExitStatus, String) {
 impl Runtime {
     /// Starts the runtime on `spec` and waits until every inbound listens.
     pub fn start(spec: &Spec) -> Runtime {
+        Runtime::start_with(spec, &[])
+    }
+
+    /// As [`Runtime::start`], with more arguments after the plan.
+    pub fn start_with(spec: &Spec, args: &[&str]) -> Runtime {
         let plan = scratch_dir().join("plan.bin");
         std::fs::write(&plan, etemenanki_ir::encode::encode(spec, b"test", "test")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_etemenanki-run"))
             .arg(&plan)
+            .args(args)
             .env("RUST_LOG", "debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -179,6 +185,41 @@ impl Runtime {
             runtime.wait_for_log(&format!("inbound {} listening", inbound.tag));
         }
         runtime
+    }
+
+    /// Replaces the plan file the way a deploy does: write aside, rename.
+    pub fn replace_plan(&self, spec: &Spec) {
+        self.replace_plan_bytes(&etemenanki_ir::encode::encode(spec, b"test", "test"));
+    }
+
+    pub fn replace_plan_bytes(&self, bytes: &[u8]) {
+        let aside = self.plan.with_extension("new");
+        std::fs::write(&aside, bytes).unwrap();
+        std::fs::rename(&aside, &self.plan).unwrap();
+    }
+
+    /// Replaces the plan and waits (bounded) for the reload to finish, well
+    /// or badly; returns the log lines the reload wrote.
+    pub fn reload(&self, spec: &Spec) -> String {
+        self.reload_bytes(&etemenanki_ir::encode::encode(spec, b"test", "test"))
+    }
+
+    pub fn reload_bytes(&self, bytes: &[u8]) -> String {
+        let before = self.log().len();
+        let done = |log: &str| {
+            let tail = &log[before..];
+            tail.contains("reload: applied epoch") || tail.contains("reload: build failed")
+        };
+        self.replace_plan_bytes(bytes);
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            let log = self.log();
+            if done(&log) {
+                return log[before..].to_owned();
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the runtime did not reload; log:\n{}", self.log());
     }
 
     pub fn log(&self) -> String {

@@ -1,0 +1,269 @@
+//! Reloads: the plan file replaced (or SIGHUP), planned with the planner
+//! `etc plan` uses, and applied atomically.
+
+#[allow(dead_code)]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+
+use etemenanki_ir::spec::{AddressFamily, DrainPolicy, OutboundProtocol, OutboundSpec, Spec};
+use etemenanki_proto::Address;
+use support::*;
+
+/// One round trip on an open flow; empty when the flow was closed.
+fn echo_once(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {
+    if stream.write_all(payload).is_err() {
+        return Vec::new();
+    }
+    let mut got = vec![0u8; payload.len()];
+    match stream.read_exact(&mut got) {
+        Ok(()) => got,
+        Err(_) => Vec::new(),
+    }
+}
+
+fn direct(family: AddressFamily, drain: DrainPolicy) -> OutboundSpec {
+    OutboundSpec {
+        tag: "direct".into(),
+        protocol: OutboundProtocol::Freedom {
+            address_family: family,
+        },
+        drain,
+    }
+}
+
+#[test]
+fn a_route_change_reaches_the_next_udp_packet_but_not_an_established_tcp_flow() {
+    let echo = tcp_echo();
+    let peer = udp_echo("peer");
+    let port = free_port();
+    let inbounds = vec![socks_inbound("in", port, true)];
+    let outbounds = vec![freedom("direct"), blackhole("block")];
+    let runtime = Runtime::start(&spec(inbounds.clone(), outbounds.clone(), vec![], "direct"));
+    let mut tcp = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut tcp, b"before"), b"before");
+    let association = Association::any(localhost(port));
+    assert_eq!(
+        ask(&association, peer, b"1"),
+        Some((peer, b"peer:1".to_vec()))
+    );
+
+    let applied = runtime.reload(&spec(inbounds, outbounds, vec![], "block"));
+    assert!(applied.contains("reload: applied epoch 1"), "{applied}");
+    assert_eq!(
+        ask(&association, peer, b"2"),
+        None,
+        "the next packet routes on the new plane"
+    );
+    assert_eq!(
+        echo_once(&mut tcp, b"after"),
+        b"after",
+        "the established flow keeps its outbound"
+    );
+}
+
+#[test]
+fn a_changed_outbound_keeps_its_old_flows_unless_drained_with_close() {
+    let echo = tcp_echo();
+    let port = free_port();
+    let inbounds = vec![socks_inbound("in", port, false)];
+    let runtime = Runtime::start(&spec(
+        inbounds.clone(),
+        vec![direct(AddressFamily::Auto, DrainPolicy::Keep)],
+        vec![],
+        "direct",
+    ));
+    let mut on_v1 = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut on_v1, b"v1"), b"v1");
+
+    // v2 replaces v1, which is drained with keep: its flow runs on.
+    let applied = runtime.reload(&spec(
+        inbounds.clone(),
+        vec![direct(AddressFamily::PreferIpv4, DrainPolicy::Keep)],
+        vec![],
+        "direct",
+    ));
+    assert!(
+        applied.contains("- outbound direct  v1  replaced by v2 (drain: keep)"),
+        "{applied}"
+    );
+    assert_eq!(echo_once(&mut on_v1, b"v1 again"), b"v1 again");
+    let mut on_v2 = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut on_v2, b"v2"), b"v2");
+
+    // v3 replaces v2, which is drained with close: its flow is closed.
+    let applied = runtime.reload(&spec(
+        inbounds,
+        vec![direct(AddressFamily::PreferIpv6, DrainPolicy::Close)],
+        vec![],
+        "direct",
+    ));
+    assert!(
+        applied.contains("- outbound direct  v2  replaced by v3 (drain: close)"),
+        "{applied}"
+    );
+    runtime.wait_for_log("the outbound this flow was opened on was drained");
+    assert_eq!(echo_once(&mut on_v2, b"v2 again"), b"");
+    assert_eq!(echo_once(&mut on_v1, b"v1 still"), b"v1 still");
+    let mut on_v3 = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut on_v3, b"v3"), b"v3");
+}
+
+#[test]
+fn a_plan_that_fails_to_load_or_build_keeps_the_current_config() {
+    let echo = tcp_echo();
+    let port = free_port();
+    let inbounds = vec![socks_inbound("in", port, false)];
+    let runtime = Runtime::start(&spec(
+        inbounds.clone(),
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+
+    let failed = runtime.reload_bytes(b"not a plan at all");
+    assert!(
+        failed.contains("reload: build failed, keeping current config: cannot load plan"),
+        "{failed}"
+    );
+
+    // An inbound that cannot listen fails the prepare phase.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut busy = socks_inbound("busy", taken.local_addr().unwrap().port(), false);
+    busy.listen = taken.local_addr().unwrap();
+    let mut inbounds_with_busy = inbounds.clone();
+    inbounds_with_busy.push(busy);
+    let failed = runtime.reload(&spec(
+        inbounds_with_busy,
+        vec![freedom("direct"), blackhole("block")],
+        vec![],
+        "block",
+    ));
+    assert!(
+        failed.contains(
+            "reload: build failed, keeping current config: building inbound busy@v1 failed"
+        ),
+        "{failed}"
+    );
+    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(exchange(&mut stream, b"still direct"), b"still direct");
+}
+
+#[test]
+fn sighup_reloads_and_an_unchanged_inbound_keeps_its_connections() {
+    let echo = tcp_echo();
+    let port = free_port();
+    let inbounds = vec![socks_inbound("in", port, false)];
+    let runtime = Runtime::start(&spec(
+        inbounds.clone(),
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let mut open = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut open, b"one"), b"one");
+    runtime.signal("HUP");
+    runtime.wait_for_log("reload: SIGHUP");
+    runtime.wait_for_log("reload: applied epoch 1");
+    assert!(runtime.log().contains("apply: = inbound in  v1  unchanged"));
+    assert_eq!(echo_once(&mut open, b"two"), b"two");
+}
+
+/// `etc` from the compiler package, built into this target directory.
+fn etc_binary() -> PathBuf {
+    let runtime = PathBuf::from(env!("CARGO_BIN_EXE_etemenanki-run"));
+    let dir = runtime.parent().unwrap();
+    let etc = dir.join("etc");
+    let target = dir.parent().unwrap();
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "etemenanki-compiler",
+            "--bin",
+            "etc",
+            "--target-dir",
+        ])
+        .arg(target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "building etc failed");
+    etc
+}
+
+/// The step lines of `etc plan --verbose` output or of the runtime's
+/// `apply:` log lines, with runs of spaces collapsed.
+fn steps(lines: impl Iterator<Item = String>) -> Vec<String> {
+    lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn the_steps_the_runtime_logs_for_a_reload_are_the_steps_etc_plan_showed() {
+    let etc = etc_binary();
+    let port = free_port();
+    let inbounds = vec![socks_inbound("in", port, false)];
+    let first = spec(
+        inbounds.clone(),
+        vec![freedom("direct"), blackhole("block")],
+        vec![],
+        "direct",
+    );
+    let state =
+        std::env::temp_dir().join(format!("etemenanki-run-state-{}.bin", std::process::id()));
+    let runtime = Runtime::start_with(&first, &["--state", state.to_str().unwrap()]);
+
+    let mut next: Spec = spec(
+        inbounds,
+        vec![
+            direct(AddressFamily::Ipv4Only, DrainPolicy::Close),
+            freedom("other"),
+        ],
+        vec![],
+        "other",
+    );
+    next.limits.relay_idle_timeout = std::time::Duration::from_secs(60);
+    let next_plan = state.with_extension("next.bin");
+    std::fs::write(
+        &next_plan,
+        etemenanki_ir::encode::encode(&next, b"test", "test"),
+    )
+    .unwrap();
+    let preview = Command::new(&etc)
+        .arg("plan")
+        .arg("--verbose")
+        .arg("--from")
+        .arg(&state)
+        .arg(&next_plan)
+        .output()
+        .unwrap();
+    assert!(
+        preview.status.success(),
+        "{}",
+        String::from_utf8_lossy(&preview.stderr)
+    );
+    let preview = String::from_utf8(preview.stdout).unwrap();
+    let shown = steps(
+        preview
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.contains("route plane republished"))
+            .map(str::to_owned),
+    );
+
+    let applied = runtime.reload(&next);
+    let logged = steps(
+        applied
+            .lines()
+            .filter_map(|l| l.split_once("apply: "))
+            .map(|(_, step)| step.to_owned()),
+    );
+    assert!(!shown.is_empty());
+    assert_eq!(logged, shown, "preview:\n{preview}\nlog:\n{applied}");
+    let _ = std::fs::remove_file(&state);
+    let _ = std::fs::remove_file(&next_plan);
+}
