@@ -44,14 +44,15 @@ impl Dialer {
     pub fn bulk(&self, sink: SocketAddr, bytes: u64) -> u64 {
         let mut stream = self.connect(sink);
         let chunk = vec![0x5au8; 128 * 1024];
+        let total = bytes.div_ceil(chunk.len() as u64) * chunk.len() as u64;
+        stream
+            .write_all(&total.to_be_bytes())
+            .expect("writing the length");
         let mut sent = 0;
-        while sent < bytes {
+        while sent < total {
             stream.write_all(&chunk).expect("writing bulk data");
             sent += chunk.len() as u64;
         }
-        stream
-            .shutdown(std::net::Shutdown::Write)
-            .expect("half-closing");
         let mut ack = [0u8; 1];
         stream
             .read_exact(&mut ack)

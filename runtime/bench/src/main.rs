@@ -3,7 +3,9 @@
 //! calls this tool; see it for how the figures are produced.
 //!
 //! ```text
-//! etemenanki-bench plan SOCKS_PORT OUT        write a plan.bin: socks inbound (UDP on), freedom outbound
+//! etemenanki-bench plan SOCKS_PORT OUT [N GEN]  write a plan.bin: socks inbound (UDP on), freedom
+//!                                              outbound; with N, N more freedom outbounds each with a
+//!                                              route rule, whose address family GEN 0 or 1 flips
 //! etemenanki-bench measure LABEL PROXY|direct [PID]
 //! ```
 //!
@@ -38,7 +40,14 @@ fn main() -> ExitCode {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["plan", port, out] => write_plan(port, out),
+        ["plan", port, out] => write_plan(port, out, 0, 0),
+        ["plan", port, out, n, generation] => match (n.parse(), generation.parse()) {
+            (Ok(n), Ok(generation)) => write_plan(port, out, n, generation),
+            _ => {
+                eprintln!("etemenanki-bench: N and GEN are numbers");
+                ExitCode::from(2)
+            }
+        },
         ["measure", label, proxy] => measure(label, proxy, None),
         ["measure", label, proxy, pid] => measure(label, proxy, pid.parse().ok()),
         _ => {
@@ -50,12 +59,21 @@ fn main() -> ExitCode {
     }
 }
 
-fn write_plan(port: &str, out: &str) -> ExitCode {
+/// A plan with one socks inbound and a freedom default, plus `extra`
+/// freedom outbounds, each reached by a domain rule. Flipping `generation`
+/// changes every extra outbound, so a reload between the two rebuilds them
+/// all.
+fn write_plan(port: &str, out: &str, extra: usize, generation: u8) -> ExitCode {
     let Ok(port) = port.parse::<u16>() else {
         eprintln!("etemenanki-bench: {port} is not a port");
         return ExitCode::from(2);
     };
-    let spec = Spec {
+    let family = if generation % 2 == 0 {
+        AddressFamily::Auto
+    } else {
+        AddressFamily::PreferIpv4
+    };
+    let mut spec = Spec {
         inbounds: vec![InboundSpec {
             tag: "socks".into(),
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -81,6 +99,22 @@ fn write_plan(port: &str, out: &str) -> ExitCode {
         socket: SocketPolicy::default(),
         limits: Limits::default(),
     };
+    for i in 0..extra {
+        let tag = format!("o{i}");
+        spec.outbounds.push(OutboundSpec {
+            tag: tag.clone(),
+            protocol: OutboundProtocol::Freedom {
+                address_family: family,
+            },
+            drain: DrainPolicy::Keep,
+        });
+        spec.route.rules.push(etemenanki_ir::route::Rule {
+            target: tag.clone(),
+            line: i as u32 + 1,
+            domain: vec![format!("{tag}.example")],
+            ..Default::default()
+        });
+    }
     match std::fs::write(out, etemenanki_ir::encode::encode(&spec, b"bench", "bench")) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -139,10 +139,16 @@ async fn serve(args: Args, plan: etemenanki_ir::encode::Plan) -> ExitCode {
 /// build leaves the running one in place.
 fn reload(args: &Args, running: &mut apply::Runtime, why: &str) {
     tracing::info!("reload: {why}: loading {}", args.plan.display());
+    let started = std::time::Instant::now();
     let applied = plan_file::load(&args.plan).and_then(|plan| running.reload(plan.spec));
     match applied {
         Ok(plan) => {
-            tracing::info!("reload: applied epoch {}: {}", plan.epoch, plan.summary());
+            let took = started.elapsed().as_secs_f64() * 1000.0;
+            tracing::info!(
+                "reload: applied epoch {} in {took:.1} ms: {}",
+                plan.epoch,
+                plan.summary()
+            );
             write_state(args, running);
         }
         Err(e) => tracing::error!("reload: build failed, keeping current config: {e}"),

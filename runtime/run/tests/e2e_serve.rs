@@ -262,3 +262,36 @@ fn a_member_with_no_upstream_is_refused() {
         "etemenanki-run: building balancer pool@v1 failed: outbound direct has no upstream a TCP health probe can reach"
     );
 }
+
+#[test]
+fn a_full_inbound_drops_the_socket_before_reading() {
+    let echo = tcp_echo();
+    let port = free_port();
+    let mut spec = spec(
+        vec![socks_inbound("in", port, false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.limits.max_connections = 1;
+    let runtime = Runtime::start(&spec);
+    let mut first = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(first.write(b"x").unwrap(), 1);
+    let mut second = TcpStream::connect(localhost(port)).unwrap();
+    second.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 1];
+    // Dropped without a byte read or written: EOF (or a reset), never a reply.
+    assert!(matches!(second.read(&mut buf), Ok(0) | Err(_)));
+    runtime.wait_for_log("dropping inbound connection; live connection limit reached");
+    // The live connection is untouched, and its slot frees when it ends.
+    assert_eq!(exchange(&mut first, b""), b"x");
+    let start = Instant::now();
+    let mut third = loop {
+        match socks5_connect(localhost(port), &Address::Ip(echo)) {
+            Ok(stream) => break stream,
+            Err(_) if start.elapsed() < WAIT => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("the slot was never freed: {e}"),
+        }
+    };
+    assert_eq!(exchange(&mut third, b"again"), b"again");
+}
