@@ -68,7 +68,7 @@ fn write_plan(port: &str, out: &str, extra: usize, generation: u8) -> ExitCode {
         eprintln!("etemenanki-bench: {port} is not a port");
         return ExitCode::from(2);
     };
-    let family = if generation % 2 == 0 {
+    let family = if generation == 0 {
         AddressFamily::Auto
     } else {
         AddressFamily::PreferIpv4
