@@ -20,7 +20,7 @@ mod route;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -167,18 +167,19 @@ fn write_state(args: &Args, running: &apply::Runtime) {
     }
 }
 
-/// What tells a replaced plan file from the one loaded: its inode, length
-/// and modification time.
+/// What tells a replaced plan file from the one loaded: the digest of its
+/// bytes. Inode, length and modification time are not enough: a file
+/// replaced twice within one timer tick can reuse the inode, the length and
+/// the timestamp of the one before.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct FileStamp(Option<(u64, u64, SystemTime)>);
+struct FileStamp(Option<[u8; 32]>);
 
 impl FileStamp {
     fn of(path: &Path) -> FileStamp {
-        use std::os::unix::fs::MetadataExt;
         FileStamp(
-            std::fs::metadata(path)
+            std::fs::read(path)
                 .ok()
-                .and_then(|m| Some((m.ino(), m.len(), m.modified().ok()?))),
+                .map(|bytes| etemenanki_ir::encode::sha256(&bytes)),
         )
     }
 }
