@@ -73,7 +73,25 @@ fn write_plan(port: &str, out: &str, extra: usize, generation: u8) -> ExitCode {
     } else {
         AddressFamily::PreferIpv4
     };
-    let mut spec = Spec {
+    let mut extra_outbounds = Vec::new();
+    let mut rules = Vec::new();
+    for i in 0..extra {
+        let tag = format!("o{i}");
+        extra_outbounds.push(OutboundSpec {
+            tag: tag.clone(),
+            protocol: OutboundProtocol::Freedom {
+                address_family: family,
+            },
+            drain: DrainPolicy::Keep,
+        });
+        rules.push(etemenanki_ir::route::Rule {
+            target: tag.clone(),
+            line: i as u32 + 1,
+            domain: vec![format!("{tag}.example")],
+            ..Default::default()
+        });
+    }
+    let spec = Spec {
         inbounds: vec![InboundSpec {
             tag: "socks".into(),
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -89,32 +107,16 @@ fn write_plan(port: &str, out: &str, extra: usize, generation: u8) -> ExitCode {
                 address_family: AddressFamily::Auto,
             },
             drain: DrainPolicy::Keep,
-        }],
+        }]
+        .into_iter()
+        .chain(extra_outbounds)
+        .collect(),
         balancers: vec![],
-        route: RouteTable {
-            rules: vec![],
-            default: "direct".into(),
-        },
+        route: RouteTable::new(rules, "direct".into()).expect("a valid route table"),
         dns: DnsSpec::System,
         socket: SocketPolicy::default(),
         limits: Limits::default(),
     };
-    for i in 0..extra {
-        let tag = format!("o{i}");
-        spec.outbounds.push(OutboundSpec {
-            tag: tag.clone(),
-            protocol: OutboundProtocol::Freedom {
-                address_family: family,
-            },
-            drain: DrainPolicy::Keep,
-        });
-        spec.route.rules.push(etemenanki_ir::route::Rule {
-            target: tag.clone(),
-            line: i as u32 + 1,
-            domain: vec![format!("{tag}.example")],
-            ..Default::default()
-        });
-    }
     match std::fs::write(out, etemenanki_ir::encode::encode(&spec, b"bench", "bench")) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

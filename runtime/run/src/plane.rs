@@ -57,10 +57,7 @@ impl Plane {
     /// routes on it; its default swallows.
     pub fn empty() -> Plane {
         Plane {
-            route: RouteTable {
-                rules: Vec::new(),
-                default: String::new(),
-            },
+            route: RouteTable::new(Vec::new(), String::new()).expect("an empty table compiles"),
             rule_targets: Vec::new(),
             default: Target::Outbound(Arc::new(Outbound::blackhole(OutboundId::new("", 0)))),
         }
@@ -77,11 +74,11 @@ impl Plane {
             })
         };
         let rule_targets = route
-            .rules
+            .rules()
             .iter()
             .map(|r| find(&r.target))
             .collect::<io::Result<_>>()?;
-        let default = find(&route.default)?;
+        let default = find(route.default())?;
         Ok(Plane {
             route,
             rule_targets,
@@ -93,7 +90,7 @@ impl Plane {
         match pick(&self.route, input).1 {
             Some(i) => Routed {
                 target: &self.rule_targets[i],
-                line: Some(self.route.rules[i].line),
+                line: Some(self.route.rules()[i].line),
             },
             None => Routed {
                 target: &self.default,

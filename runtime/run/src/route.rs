@@ -1,17 +1,12 @@
-//! Route lookup on the compiled table, with the semantics of
-//! `ir::route::Rule`: first match in the order written, no match means the
-//! default. Within a rule the destination matchers (domain, domain_suffix,
-//! domain_keyword, cidr) are alternatives; every other condition present
-//! (port, network, inbound_tag, source_cidr) must match as well. Domain
-//! matchers try the requested domain and the sniffed one.
-//!
-//! This is the one function the runtime routes through; it walks the rules.
-//! geoip and geosite categories are expanded into cidr and domain lists by
-//! the compiler, so a category name left in a rule matches nothing here.
+//! Routing a flow or packet on the compiled route table
+//! (`ir::route::RouteTable`, whose lookup cost does not grow with the number
+//! of rules or domains): first match in the order written, no match means
+//! the default; domain matchers also try the sniffed domain.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
-use etemenanki_ir::route::{Network, RouteTable, Rule};
+use etemenanki_ir::route::{FlowKey, Host, Network, RouteTable};
 use etemenanki_proto::Address;
 
 /// What a flow or packet is routed by.
@@ -26,90 +21,41 @@ pub struct RouteInput<'a> {
 /// The chosen target tag and the index of the rule that chose it (`None`
 /// for the default).
 pub fn pick<'t>(table: &'t RouteTable, input: &RouteInput<'_>) -> (&'t str, Option<usize>) {
-    for (i, rule) in table.rules.iter().enumerate() {
-        if matches(rule, input) {
-            return (&rule.target, Some(i));
-        }
-    }
-    (&table.default, None)
+    // The table holds names in lowercase; a client may send any case.
+    let name = input.destination.domain().map(lowercase);
+    let destination = match (&name, input.destination) {
+        (Some(name), _) => Host::Domain(name),
+        (None, Address::Ip(addr)) => Host::Ip(addr.ip()),
+        (None, Address::Domain(..)) => unreachable!("a domain address has a name"),
+    };
+    let sniffed = input.sniffed.map(lowercase);
+    let decision = table.route(&FlowKey {
+        network: input.network,
+        destination,
+        port: input.destination.port(),
+        source: input.source,
+        inbound_tag: Some(input.inbound_tag),
+        sniffed: sniffed.as_deref(),
+    });
+    (decision.target, decision.rule)
 }
 
-fn matches(rule: &Rule, input: &RouteInput<'_>) -> bool {
-    if rule.network.is_some_and(|n| n != input.network) {
-        return false;
+fn lowercase(name: &str) -> Cow<'_, str> {
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(name.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(name)
     }
-    if !rule.port.is_empty()
-        && !rule
-            .port
-            .iter()
-            .any(|r| r.contains(input.destination.port()))
-    {
-        return false;
-    }
-    if !rule.inbound_tag.is_empty() && !rule.inbound_tag.iter().any(|t| t == input.inbound_tag) {
-        return false;
-    }
-    if !rule.source_cidr.is_empty() {
-        let Some(source) = input.source else {
-            return false;
-        };
-        if !rule.source_cidr.iter().any(|c| c.contains(source)) {
-            return false;
-        }
-    }
-    let has_destination = !rule.domain.is_empty()
-        || !rule.domain_suffix.is_empty()
-        || !rule.domain_keyword.is_empty()
-        || !rule.cidr.is_empty()
-        || !rule.geoip.is_empty()
-        || !rule.geosite.is_empty();
-    if !has_destination {
-        return true;
-    }
-    if let Some(ip) = input.destination.ip() {
-        if rule.cidr.iter().any(|c| c.contains(ip)) {
-            return true;
-        }
-    }
-    let names = input.destination.domain().into_iter().chain(input.sniffed);
-    for name in names {
-        let name = name.trim_end_matches('.');
-        if rule.domain.iter().any(|d| d.eq_ignore_ascii_case(name))
-            || rule.domain_suffix.iter().any(|s| suffix_matches(s, name))
-            || rule
-                .domain_keyword
-                .iter()
-                .any(|k| contains_ignore_case(name, k))
-        {
-            return true;
-        }
-    }
-    false
-}
-
-/// `example.com` matches `example.com` and `a.example.com`, not `badexample.com`.
-fn suffix_matches(suffix: &str, name: &str) -> bool {
-    let suffix = suffix.trim_start_matches('.');
-    if name.len() < suffix.len() || !name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-    {
-        return false;
-    }
-    name.len() == suffix.len() || name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
-}
-
-fn contains_ignore_case(name: &str, keyword: &str) -> bool {
-    name.to_ascii_lowercase()
-        .contains(&keyword.to_ascii_lowercase())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etemenanki_ir::route::{Cidr, PortRange};
+    use etemenanki_ir::route::{Cidr, PortRange, Rule};
 
     fn table() -> RouteTable {
-        RouteTable {
-            rules: vec![
+        RouteTable::new(
+            vec![
                 Rule {
                     target: "lan".into(),
                     cidr: vec![Cidr::parse("10.0.0.0/8").unwrap()],
@@ -140,8 +86,9 @@ mod tests {
                     ..Rule::default()
                 },
             ],
-            default: "direct".into(),
-        }
+            "direct".into(),
+        )
+        .unwrap()
     }
 
     fn pick_for(

@@ -109,10 +109,7 @@ pub fn spec(
         inbounds,
         outbounds,
         balancers: vec![],
-        route: RouteTable {
-            rules,
-            default: default.into(),
-        },
+        route: RouteTable::new(rules, default.into()).expect("a valid route table"),
         dns: DnsSpec::System,
         socket: SocketPolicy::default(),
         limits: Limits::default(),
