@@ -165,3 +165,115 @@ impl FanOut {
         Poll::Pending
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::future::poll_fn;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use etemenanki_ir::route::{PortRange, RouteTable, Rule};
+    use etemenanki_ir::spec::{
+        AddressFamily, DnsSpec, DrainPolicy, OutboundProtocol, OutboundSpec, SocketPolicy,
+    };
+
+    use super::*;
+    use crate::dial::Dialer;
+    use crate::outbound::Outbound;
+    use crate::plane::Target;
+    use crate::resolve::Dns;
+
+    /// A plane with freedom outbounds `o0..o<n>`, `o<i>` reached by port
+    /// `base + i`.
+    fn plane(n: u16, base: u16, family: AddressFamily) -> Arc<ArcSwap<Plane>> {
+        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dialer = Dialer::new(SocketPolicy::default(), Duration::from_secs(1));
+        let mut targets = HashMap::new();
+        let mut rules = Vec::new();
+        for i in 0..n {
+            let tag = format!("o{i}");
+            let spec = OutboundSpec {
+                tag: tag.clone(),
+                protocol: OutboundProtocol::Freedom {
+                    address_family: family,
+                },
+                drain: DrainPolicy::Keep,
+            };
+            let outbound = Outbound::build(&spec, 1, &dns, &dialer).unwrap();
+            targets.insert(tag.clone(), Target::Outbound(Arc::new(outbound)));
+            let port = base + i;
+            rules.push(Rule {
+                target: tag,
+                line: 1,
+                port: vec![PortRange {
+                    start: port,
+                    end: port,
+                }],
+                ..Rule::default()
+            });
+        }
+        let table = RouteTable::new(rules, "o0".into()).unwrap();
+        Arc::new(ArcSwap::from_pointee(Plane::new(table, &targets).unwrap()))
+    }
+
+    fn to(port: u16) -> Address {
+        Address::Ip(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn open(fanout: &FanOut) -> Vec<String> {
+        fanout.subs.iter().map(|s| s.id.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn at_most_max_subs_are_open_and_the_least_recently_sent_to_goes_first() {
+        let base = 40_000;
+        let mut fanout = FanOut::new(plane(3, base, AddressFamily::Auto), "in".into(), None, 2);
+        fanout.send_to(b"a", &to(base)).await;
+        fanout.send_to(b"b", &to(base + 1)).await;
+        assert_eq!(open(&fanout), ["o0@v1", "o1@v1"]);
+        // A successful send moves its sub-link to the back.
+        fanout.send_to(b"c", &to(base)).await;
+        assert_eq!(open(&fanout), ["o1@v1", "o0@v1"]);
+        // Opening a third evicts the one least recently sent to.
+        fanout.send_to(b"d", &to(base + 2)).await;
+        assert_eq!(open(&fanout), ["o0@v1", "o2@v1"]);
+    }
+
+    #[tokio::test]
+    async fn peers_on_one_outbound_share_its_sub_link_and_replies_keep_their_source() {
+        let base = 41_000;
+        let mut fanout = FanOut::new(plane(1, base, AddressFamily::Auto), "in".into(), None, 64);
+        let a = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        fanout.send_to(b"to a", &Address::Ip(a_addr)).await;
+        fanout.send_to(b"to b", &Address::Ip(b_addr)).await;
+        assert_eq!(open(&fanout), ["o0@v1"]);
+        let mut buf = [0u8; 64];
+        let (_, from_fanout) = b.recv_from(&mut buf).await.unwrap();
+        b.send_to(b"from b", from_fanout).await.unwrap();
+        let (source, n) = poll_fn(|cx| fanout.poll_recv_from(cx, &mut buf)).await;
+        assert_eq!((source, &buf[..n]), (Address::Ip(b_addr), &b"from b"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_drops_the_packet_and_the_sub_link_but_not_the_association() {
+        let base = 42_000;
+        // An ipv6_only freedom has no socket for an IPv4 peer.
+        let mut fanout = FanOut::new(
+            plane(1, base, AddressFamily::Ipv6Only),
+            "in".into(),
+            None,
+            64,
+        );
+        fanout.send_to(b"lost", &to(base)).await;
+        assert!(open(&fanout).is_empty());
+        // The next packet opens a fresh sub-link, and a send that works keeps it.
+        let peer = tokio::net::UdpSocket::bind("[::1]:0").await.unwrap();
+        fanout
+            .send_to(b"kept", &Address::Ip(peer.local_addr().unwrap()))
+            .await;
+        assert_eq!(open(&fanout), ["o0@v1"]);
+    }
+}
