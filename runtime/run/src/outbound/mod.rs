@@ -3,8 +3,10 @@
 //! datagram link.
 
 mod freedom;
+mod http;
 mod link;
 mod socks;
+mod upstream;
 
 use std::io;
 
@@ -17,8 +19,10 @@ use crate::drain::Drain;
 use crate::id::OutboundId;
 use crate::resolve::Dns;
 use freedom::Freedom;
+use http::Http;
 pub use link::DatagramLink;
 use socks::Socks;
+use upstream::UpstreamDialer;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -30,6 +34,7 @@ pub struct Outbound {
 enum Kind {
     Freedom(Freedom),
     Socks(Socks),
+    Http(Http),
     Blackhole,
 }
 
@@ -55,12 +60,24 @@ impl Outbound {
                 *address_family,
             )),
             OutboundProtocol::Blackhole => Kind::Blackhole,
-            OutboundProtocol::Socks { upstream, account } => Kind::Socks(Socks::new(
-                upstream,
-                account.as_ref(),
-                dialer.clone(),
-                dns.servers.clone(),
-            )?),
+            OutboundProtocol::Socks { upstream, account } => {
+                let upstream = UpstreamDialer::new(
+                    upstream,
+                    account.as_ref(),
+                    dialer.clone(),
+                    dns.servers.clone(),
+                )?;
+                Kind::Socks(Socks::new(upstream))
+            }
+            OutboundProtocol::Http { upstream, account } => {
+                let upstream = UpstreamDialer::new(
+                    upstream,
+                    account.as_ref(),
+                    dialer.clone(),
+                    dns.servers.clone(),
+                )?;
+                Kind::Http(Http::new(upstream))
+            }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -98,6 +115,7 @@ impl Outbound {
         match &self.kind {
             Kind::Freedom(freedom) => freedom.connect(destination).await.map(OutboundStream::Tcp),
             Kind::Socks(socks) => socks.connect(destination).await.map(OutboundStream::Tcp),
+            Kind::Http(http) => http.connect(destination).await.map(OutboundStream::Tcp),
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -110,6 +128,10 @@ impl Outbound {
             Kind::Socks(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "socks: UDP ASSOCIATE through an upstream is not supported by this runtime yet",
+            )),
+            Kind::Http(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "http carries no datagrams",
             )),
             Kind::Blackhole => Ok(DatagramLink::Blackhole),
         }

@@ -1,72 +1,31 @@
 //! socks: CONNECT through an upstream SOCKS5 server over plain TCP.
 
 use std::io;
-use std::net::SocketAddr;
 
-use etemenanki_ir::spec::{Account, AddressFamily, HostPort, StreamShape, Upstream};
 use etemenanki_proto::socks::client;
 use etemenanki_proto::Address;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::dial::Dialer;
-use crate::resolve::{order, Resolver};
+use super::upstream::UpstreamDialer;
 
 /// The longest reply a SOCKS5 server sends to CONNECT.
 const MAX_REPLY: usize = 4 + 1 + 255 + 2;
 
 pub struct Socks {
-    server: HostPort,
-    family: AddressFamily,
-    account: Option<(String, String)>,
-    dialer: Dialer,
-    resolver: Resolver,
+    upstream: UpstreamDialer,
 }
 
 impl Socks {
-    pub fn new(
-        upstream: &Upstream,
-        account: Option<&Account>,
-        dialer: Dialer,
-        resolver: Resolver,
-    ) -> io::Result<Socks> {
-        if upstream.transport.shape != StreamShape::Tcp {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "the {} transport is not supported by this runtime yet",
-                    upstream.transport.shape.name()
-                ),
-            ));
-        }
-        Ok(Socks {
-            server: upstream.server.clone(),
-            family: upstream.transport.address_family,
-            account: account.map(|a| (a.user.clone(), a.pass.expose().clone())),
-            dialer,
-            resolver,
-        })
+    pub fn new(upstream: UpstreamDialer) -> Socks {
+        Socks { upstream }
     }
 
     /// Dials the server and completes the handshake: a refusal is an error
     /// here, never a stream that fails later.
     pub async fn connect(&self, destination: &Address) -> io::Result<TcpStream> {
-        let ips = order(
-            self.resolver.lookup(&self.server.host.name()).await?,
-            self.family,
-        );
-        let addrs: Vec<SocketAddr> = ips
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, self.server.port))
-            .collect();
-        if addrs.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                "dial: destination did not resolve",
-            ));
-        }
-        let mut stream = self.dialer.connect_any(&addrs).await?;
-        handshake(&mut stream, self.account.as_ref(), destination)
+        let mut stream = self.upstream.connect().await?;
+        handshake(&mut stream, self.upstream.account.as_ref(), destination)
             .await
             .map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {

@@ -91,6 +91,15 @@ pub fn socks_outbound(tag: &str, server: SocketAddr) -> OutboundSpec {
     }
 }
 
+pub fn http_outbound(tag: &str, server: SocketAddr) -> OutboundSpec {
+    let mut spec = socks_outbound(tag, server);
+    let OutboundProtocol::Socks { upstream, account } = spec.protocol else {
+        unreachable!()
+    };
+    spec.protocol = OutboundProtocol::Http { upstream, account };
+    spec
+}
+
 pub fn rule(target: &str) -> Rule {
     Rule {
         target: target.into(),
