@@ -131,14 +131,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
+            Err(e) if !should_backoff(&e) => continue,
             Err(e) => {
                 tracing::warn!("inbound {}: accept failed: {e}", shared.tag);
                 tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
@@ -172,6 +165,16 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
             drop(session);
         });
     }
+}
+
+/// A connection aborted before accept, or an interrupted call, is retried at
+/// once; anything else (file descriptors exhausted, for one) is worth a
+/// pause, or the loop would spin on it.
+fn should_backoff(error: &io::Error) -> bool {
+    !matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
+    )
 }
 
 async fn serve(
@@ -228,4 +231,18 @@ async fn relay_opened(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_error_backoff_classification() {
+        let kind = |k: io::ErrorKind| should_backoff(&io::Error::from(k));
+        assert!(!kind(io::ErrorKind::ConnectionAborted));
+        assert!(!kind(io::ErrorKind::Interrupted));
+        assert!(should_backoff(&io::Error::from_raw_os_error(24))); // EMFILE
+        assert!(kind(io::ErrorKind::OutOfMemory));
+    }
 }
