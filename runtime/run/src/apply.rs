@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use etemenanki_ir::plan::{Action, Kind, Plan, PublishReason, Reason, Step};
-use etemenanki_ir::spec::Spec;
+use etemenanki_ir::spec::{Limits, Spec};
 use etemenanki_ir::state::DeployedState;
 
 use crate::balancer::{Balancer, Member};
@@ -84,6 +84,9 @@ pub struct Deployed {
 /// The runtime: the published plane and what it was built from.
 pub struct Runtime {
     pub plane: Arc<ArcSwap<Plane>>,
+    /// The limits and timeouts of the current apply, read by inbounds and
+    /// dialers as connections start.
+    limits: Arc<ArcSwap<Limits>>,
     pub deployed: Option<Deployed>,
 }
 
@@ -104,6 +107,7 @@ impl Runtime {
         let placeholder = Plane::empty();
         let mut runtime = Runtime {
             plane: Arc::new(ArcSwap::from_pointee(placeholder)),
+            limits: Arc::new(ArcSwap::from_pointee(spec.limits.clone())),
             deployed: None,
         };
         let prepared = runtime.prepare(&spec, &plan.steps)?;
@@ -145,7 +149,7 @@ impl Runtime {
             Some(old) if !rebuild_dns => (old.dns.clone(), old.dialer.clone()),
             _ => (
                 Dns::build(&spec.dns).map_err(|e| format!("building dns failed: {e}"))?,
-                Dialer::new(spec.socket.clone(), spec.limits.connect_timeout),
+                Dialer::new(spec.socket.clone(), self.limits.clone()),
             ),
         };
         let mut outbounds = HashMap::new();
@@ -172,13 +176,14 @@ impl Runtime {
                 }
                 (Kind::Inbound, Action::Build { .. }) => {
                     let inbound_spec = spec.inbound(&step.tag).ok_or_else(|| missing(step))?;
-                    let bound = Inbound::bind(inbound_spec, &spec.limits, self.plane.clone())
-                        .map_err(|e| {
-                            format!(
-                                "building inbound {}@v{} failed: {e}",
-                                step.tag, step.version
-                            )
-                        })?;
+                    let bound =
+                        Inbound::bind(inbound_spec, self.limits.clone(), self.plane.clone())
+                            .map_err(|e| {
+                                format!(
+                                    "building inbound {}@v{} failed: {e}",
+                                    step.tag, step.version
+                                )
+                            })?;
                     new_inbounds.insert(step.tag.clone(), bound);
                 }
                 (Kind::Inbound, Action::Reuse)
@@ -245,6 +250,7 @@ impl Runtime {
             plane,
         } = prepared;
         self.plane.store(Arc::new(plane));
+        self.limits.store(Arc::new(state.spec.limits.clone()));
         let mut old = self.deployed.take();
         let mut inbounds = HashMap::new();
         for step in steps {
@@ -288,6 +294,9 @@ impl Runtime {
                 }
                 _ => {}
             }
+        }
+        for inbound in inbounds.values() {
+            inbound.resize(&state.spec.limits);
         }
         // Inbounds not carried over (rebuilt or removed) stop here, with
         // every connection they serve.

@@ -186,8 +186,8 @@ mod tests {
     use super::*;
     use crate::resolve::Dns;
     use etemenanki_ir::spec::{
-        AddressFamily, DnsSpec, DrainPolicy, Host, OutboundProtocol, OutboundSpec, SocketPolicy,
-        StreamShape, TransportSpec, Upstream,
+        AddressFamily, DnsSpec, DrainPolicy, Host, Limits, OutboundProtocol, OutboundSpec,
+        SocketPolicy, StreamShape, TransportSpec, Upstream,
     };
 
     fn proxy(tag: &str, version: u32) -> Arc<Outbound> {
@@ -210,7 +210,10 @@ mod tests {
             drain: DrainPolicy::Keep,
         };
         let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
-        let dialer = Dialer::new(SocketPolicy::default(), Duration::from_secs(1));
+        let dialer = Dialer::new(
+            SocketPolicy::default(),
+            Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default())),
+        );
         Arc::new(Outbound::build(&spec, version, &dns, &dialer).unwrap())
     }
 

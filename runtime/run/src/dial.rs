@@ -4,23 +4,24 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
-use etemenanki_ir::spec::SocketPolicy;
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::{Limits, SocketPolicy};
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 
 #[derive(Clone)]
 pub struct Dialer {
     policy: Arc<SocketPolicy>,
-    connect_timeout: Duration,
+    /// The limits of the current apply, for the connect timeout.
+    limits: Arc<ArcSwap<Limits>>,
 }
 
 impl Dialer {
-    pub fn new(policy: SocketPolicy, connect_timeout: Duration) -> Self {
+    pub fn new(policy: SocketPolicy, limits: Arc<ArcSwap<Limits>>) -> Self {
         Dialer {
             policy: Arc::new(policy),
-            connect_timeout,
+            limits,
         }
     }
 
@@ -61,7 +62,8 @@ impl Dialer {
             socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
         }
         let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
-        match tokio::time::timeout(self.connect_timeout, socket.connect(addr)).await {
+        let limit = self.limits.load().connect_timeout;
+        match tokio::time::timeout(limit, socket.connect(addr)).await {
             Ok(result) => result,
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -171,11 +171,10 @@ mod tests {
     use std::collections::HashMap;
     use std::future::poll_fn;
     use std::net::SocketAddr;
-    use std::time::Duration;
 
     use etemenanki_ir::route::{PortRange, RouteTable, Rule};
     use etemenanki_ir::spec::{
-        AddressFamily, DnsSpec, DrainPolicy, OutboundProtocol, OutboundSpec, SocketPolicy,
+        AddressFamily, DnsSpec, DrainPolicy, Limits, OutboundProtocol, OutboundSpec, SocketPolicy,
     };
 
     use super::*;
@@ -188,7 +187,10 @@ mod tests {
     /// `base + i`.
     fn plane(n: u16, base: u16, family: AddressFamily) -> Arc<ArcSwap<Plane>> {
         let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
-        let dialer = Dialer::new(SocketPolicy::default(), Duration::from_secs(1));
+        let dialer = Dialer::new(
+            SocketPolicy::default(),
+            Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default())),
+        );
         let mut targets = HashMap::new();
         let mut rules = Vec::new();
         for i in 0..n {

@@ -267,3 +267,33 @@ fn the_steps_the_runtime_logs_for_a_reload_are_the_steps_etc_plan_showed() {
     let _ = std::fs::remove_file(&state);
     let _ = std::fs::remove_file(&next_plan);
 }
+
+#[test]
+fn a_limits_change_reaches_a_reused_inbound() {
+    let echo = tcp_echo();
+    let port = free_port();
+    let before = spec(
+        vec![socks_inbound("in", port, false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    let runtime = Runtime::start(&before);
+    let mut held = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut held, b"held"), b"held");
+
+    let mut after = before.clone();
+    after.limits.max_connections = 1;
+    let applied = runtime.reload(&after);
+    assert!(
+        applied.contains("apply: = inbound in  v1  unchanged"),
+        "{applied}"
+    );
+    // The held connection takes the only slot: the next one is dropped.
+    let mut refused = TcpStream::connect(localhost(port)).unwrap();
+    refused.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 1];
+    assert!(matches!(refused.read(&mut buf), Ok(0) | Err(_)));
+    runtime.wait_for_log("dropping inbound connection; live connection limit reached");
+    assert_eq!(echo_once(&mut held, b"still"), b"still");
+}

@@ -19,7 +19,7 @@ pub async fn serve(
     peer: SocketAddr,
     handshake: OwnedSemaphorePermit,
 ) -> io::Result<()> {
-    let limit = shared.limits.handshake_timeout;
+    let limit = shared.limits.load().handshake_timeout;
     let (head, mut buf) = tokio::time::timeout(limit, read_head(&mut client))
         .await
         .map_err(|_| handshake_timed_out(limit))??;
@@ -44,7 +44,7 @@ pub async fn serve(
             // the prefix that follows; a failed dial then just closes.
             client.write_all(http::RESPONSE_ESTABLISHED).await?;
             let mut prefix = early;
-            let limits = &shared.limits;
+            let limits = shared.limits.load();
             flow.sniffed = sniff_prefix(
                 &client,
                 &mut prefix,

@@ -9,7 +9,7 @@ mod udp;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -35,8 +35,45 @@ pub struct Shared {
     pub spec: InboundSpec,
     /// (user, password) pairs; empty means no authentication.
     pub accounts: Vec<(String, String)>,
-    pub limits: Limits,
+    /// The limits of the current apply: a reload that changes them reaches
+    /// the connections of a reused inbound too.
+    pub limits: Arc<ArcSwap<Limits>>,
     pub plane: Arc<ArcSwap<Plane>>,
+    admission: Admission,
+}
+
+/// The live-connection and handshake semaphores, and the sizes they were
+/// given, so a reload can grow or shrink them.
+struct Admission {
+    sessions: Arc<Semaphore>,
+    handshakes: Arc<Semaphore>,
+    sized: Mutex<(u32, u32)>,
+}
+
+impl Admission {
+    fn new(limits: &Limits) -> Admission {
+        Admission {
+            sessions: Arc::new(Semaphore::new(limits.max_connections as usize)),
+            handshakes: Arc::new(Semaphore::new(limits.max_handshakes as usize)),
+            sized: Mutex::new((limits.max_connections, limits.max_handshakes)),
+        }
+    }
+
+    /// Grows at once; shrinks by the permits free now (the rest of a shrink
+    /// is not carried over: a busy inbound keeps more room until restarted).
+    fn resize(&self, limits: &Limits) {
+        let mut sized = self.sized.lock().expect("admission sizes lock");
+        let resize = |semaphore: &Semaphore, from: u32, to: u32| {
+            if to > from {
+                semaphore.add_permits((to - from) as usize);
+            } else {
+                semaphore.forget_permits((from - to) as usize);
+            }
+        };
+        resize(&self.sessions, sized.0, limits.max_connections);
+        resize(&self.handshakes, sized.1, limits.max_handshakes);
+        *sized = (limits.max_connections, limits.max_handshakes);
+    }
 }
 
 /// A bound, listening inbound. Dropping it stops the accept loop and ends
@@ -56,7 +93,7 @@ impl Inbound {
     /// touching the running one.
     pub fn bind(
         spec: &InboundSpec,
-        limits: &Limits,
+        limits: Arc<ArcSwap<Limits>>,
         plane: Arc<ArcSwap<Plane>>,
     ) -> io::Result<Inbound> {
         let accounts = match &spec.protocol {
@@ -81,7 +118,8 @@ impl Inbound {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
             accounts,
-            limits: limits.clone(),
+            admission: Admission::new(&limits.load()),
+            limits,
             plane,
         });
         Ok(Inbound {
@@ -90,6 +128,11 @@ impl Inbound {
             accept: None,
             stop: watch::channel(()).0,
         })
+    }
+
+    /// Sizes admission to the limits of the current apply.
+    pub fn resize(&self, limits: &Limits) {
+        self.shared.admission.resize(limits);
     }
 
     pub fn start(&mut self) {
@@ -125,8 +168,8 @@ fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
-    let sessions = Arc::new(Semaphore::new(shared.limits.max_connections as usize));
-    let handshakes = Arc::new(Semaphore::new(shared.limits.max_handshakes as usize));
+    let sessions = shared.admission.sessions.clone();
+    let handshakes = shared.admission.handshakes.clone();
     tracing::info!("inbound {} listening on {}", shared.tag, shared.spec.listen);
     loop {
         let (socket, peer) = match listener.accept().await {
@@ -213,7 +256,7 @@ async fn relay_opened(
     early: &[u8],
 ) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
-    let idle = shared.limits.relay_idle_timeout;
+    let idle = shared.limits.load().relay_idle_timeout;
     let ended = match &mut opened.stream {
         OutboundStream::Tcp(outbound) => {
             if !early.is_empty() {

@@ -25,7 +25,7 @@ pub async fn serve(
     handshake: OwnedSemaphorePermit,
     udp_enabled: bool,
 ) -> io::Result<()> {
-    let limit = shared.limits.handshake_timeout;
+    let limit = shared.limits.load().handshake_timeout;
     let (request, early) = tokio::time::timeout(limit, read_request(shared, &mut client))
         .await
         .map_err(|_| handshake_timed_out(limit))??;
@@ -113,7 +113,7 @@ async fn connect(
             .write_all(&request.reply(status::SUCCEEDED, unspecified()))
             .await?;
         let mut prefix = early;
-        let limits = &shared.limits;
+        let limits = shared.limits.load();
         flow.sniffed = sniff_prefix(
             &client,
             &mut prefix,

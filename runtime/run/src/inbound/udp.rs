@@ -45,7 +45,7 @@ pub async fn associate(
         .write_all(&request.reply(status::SUCCEEDED, hub.local_addr()?))
         .await?;
 
-    let limits = &shared.limits;
+    let limits = shared.limits.load_full();
     let mut fanout = FanOut::new(
         shared.plane.clone(),
         shared.tag.clone(),
