@@ -76,7 +76,7 @@ impl FanOut {
         };
         let index = match self.subs.iter().position(|s| s.id == outbound.id) {
             Some(index) => index,
-            None => match outbound.connect_datagram() {
+            None => match outbound.connect_datagram().await {
                 Ok(link) => {
                     let guard = outbound.drain.guard();
                     self.subs.push(Sub {
@@ -98,7 +98,7 @@ impl FanOut {
                 }
             },
         };
-        let sub = &self.subs[index];
+        let sub = &mut self.subs[index];
         let sent = if sub.guard.is_closed() {
             Err(io::Error::new(io::ErrorKind::ConnectionAborted, DRAINED))
         } else {
@@ -137,7 +137,7 @@ impl FanOut {
                 self.next = 0;
             }
             let index = self.next;
-            let sub = &self.subs[index];
+            let sub = &mut self.subs[index];
             let mut read = ReadBuf::new(buf);
             let result = if sub.guard.is_closed() {
                 Poll::Ready(Err(io::Error::new(

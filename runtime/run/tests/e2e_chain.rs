@@ -83,3 +83,27 @@ fn an_upstream_that_refuses_is_a_failed_dial_not_a_stream() {
     let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
     assert_eq!(exchange(&mut stream, b"authorized"), b"authorized");
 }
+
+#[test]
+fn udp_chains_through_an_upstream_socks_association() {
+    let peers = [udp_echo("a"), udp_echo("b")];
+    let up = free_port();
+    let _upstream = Runtime::start(&spec(
+        vec![socks_inbound("up", up, true)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let port = free_port();
+    let _front = Runtime::start(&spec(
+        vec![socks_inbound("in", port, true)],
+        vec![socks_outbound("next", localhost(up))],
+        vec![],
+        "next",
+    ));
+    let association = Association::any(localhost(port));
+    for (peer, name) in peers.iter().zip(["a", "b"]) {
+        let expected = format!("{name}:hop").into_bytes();
+        assert_eq!(ask(&association, *peer, b"hop"), Some((*peer, expected)));
+    }
+}

@@ -41,6 +41,12 @@ pub fn check_auth(answer: [u8; 2]) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// UDP ASSOCIATE naming no source (`0.0.0.0:0`), as RFC 1928 has a client
+/// do when it does not know the address it will send from.
+pub fn associate_request() -> [u8; 10] {
+    [SOCKS5, 0x03, 0x00, 0x01, 0, 0, 0, 0, 0, 0]
+}
+
 pub fn connect_request(destination: &Address) -> Vec<u8> {
     let mut out = vec![SOCKS5, 0x01, 0x00];
     write_address(destination, &mut out);
@@ -53,9 +59,9 @@ pub enum ReplyError {
     Rejected(u8),
 }
 
-/// The length of a whole reply at the start of `buf`, `Ok(None)` if more is
-/// needed.
-pub fn parse_reply(buf: &[u8]) -> Result<Option<usize>, ReplyError> {
+/// The length of a whole reply at the start of `buf` and the address it
+/// names, `Ok(None)` if more is needed.
+pub fn parse_reply(buf: &[u8]) -> Result<Option<(usize, Address)>, ReplyError> {
     if buf.len() < 4 {
         return Ok(None);
     }
@@ -66,7 +72,7 @@ pub fn parse_reply(buf: &[u8]) -> Result<Option<usize>, ReplyError> {
         return Err(ReplyError::Rejected(buf[1]));
     }
     match read_address(&buf[3..]) {
-        Ok(Some((_, used))) => Ok(Some(3 + used)),
+        Ok(Some((bound, used))) => Ok(Some((3 + used, bound))),
         Ok(None) => Ok(None),
         Err(reason) => Err(ReplyError::Malformed(reason)),
     }
@@ -96,7 +102,8 @@ mod tests {
         };
         assert_eq!(request.destination, dest);
         let reply = request.reply(0, "127.0.0.1:1".parse().unwrap());
-        assert_eq!(parse_reply(&reply), Ok(Some(reply.len())));
+        let bound = Address::Ip("127.0.0.1:1".parse().unwrap());
+        assert_eq!(parse_reply(&reply), Ok(Some((reply.len(), bound))));
         assert_eq!(parse_reply(&reply[..5]), Ok(None));
     }
 

@@ -6,7 +6,7 @@ mod expected;
 mod server;
 mod udp;
 
-pub use expected::{ExpectedSender, NotAllowed};
+pub use expected::{canonical, ExpectedSender, NotAllowed};
 pub use server::{Command, Handshake, Progress, Refusal, Request, Version};
 pub use udp::{parse_datagram, write_datagram_header, UdpError};
 

@@ -6,6 +6,7 @@ mod freedom;
 mod http;
 mod link;
 mod socks;
+mod socks_udp;
 mod upstream;
 
 use std::io;
@@ -120,15 +121,15 @@ impl Outbound {
         }
     }
 
-    pub fn connect_datagram(&self) -> io::Result<DatagramLink> {
+    pub async fn connect_datagram(&self) -> io::Result<DatagramLink> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
                 .bind_udp()
                 .map(|udp| DatagramLink::Freedom(Box::new(udp))),
-            Kind::Socks(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "socks: UDP ASSOCIATE through an upstream is not supported by this runtime yet",
-            )),
+            Kind::Socks(socks) => socks
+                .associate()
+                .await
+                .map(|udp| DatagramLink::Socks(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",

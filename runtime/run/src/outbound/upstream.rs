@@ -63,4 +63,9 @@ impl UpstreamDialer {
         }
         self.dialer.connect_any(&addrs).await
     }
+
+    /// A UDP socket under the socket policy, for a SOCKS association.
+    pub fn bind_udp(&self, v6: bool) -> io::Result<tokio::net::UdpSocket> {
+        self.dialer.bind_udp(v6)
+    }
 }
