@@ -76,3 +76,74 @@ fn traffic_moves_off_a_member_that_stops_answering() {
         b"via the second member"
     );
 }
+
+#[test]
+fn a_reused_balancer_keeps_its_health_and_a_rebuilt_one_relearns_it() {
+    let echo = tcp_echo();
+    let upstream_port = free_port();
+    let _upstream = Runtime::start(&spec(
+        vec![socks_inbound("up", upstream_port, false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    // Nothing listens on the first member's port: it probes down at once.
+    let dead = localhost(free_port());
+    let port = free_port();
+    let pool = |interval: u64| BalancerSpec {
+        tag: "pool".into(),
+        members: vec!["first".into(), "second".into()],
+        strategy: Strategy::Failover,
+        probe_interval: Duration::from_secs(interval),
+        probe_timeout: Duration::from_secs(1),
+    };
+    let mut first_spec = spec(
+        vec![socks_inbound("in", port, false)],
+        vec![
+            socks_outbound("first", dead),
+            socks_outbound("second", localhost(upstream_port)),
+            blackhole("block"),
+        ],
+        vec![],
+        "pool",
+    );
+    first_spec.balancers.push(pool(60));
+    let runtime = Runtime::start(&first_spec);
+    runtime.wait_for_log("balancer member first is now down");
+    let downs = |log: String| log.matches("balancer member first is now down").count();
+
+    // A route change reuses the balancer: its learned health stays, so the
+    // flow goes straight to the second member.
+    let mut routed = first_spec.clone();
+    routed.route = etemenanki_ir::route::RouteTable::new(
+        vec![etemenanki_ir::route::Rule {
+            port: vec![etemenanki_ir::route::PortRange { start: 9, end: 9 }],
+            ..rule("block")
+        }],
+        "pool".into(),
+    )
+    .unwrap();
+    let applied = runtime.reload(&routed);
+    assert!(
+        applied.contains("apply: = balancer pool  v1  unchanged"),
+        "{applied}"
+    );
+    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(exchange(&mut stream, b"kept"), b"kept");
+    assert_eq!(downs(runtime.log()), 1);
+
+    // A change to the balancer rebuilds it: members start healthy and the
+    // new probes learn the first one is down again.
+    let mut rebuilt = routed.clone();
+    rebuilt.balancers = vec![pool(30)];
+    let applied = runtime.reload(&rebuilt);
+    assert!(
+        applied.contains("apply: ~ balancer pool  v1 -> v2"),
+        "{applied}"
+    );
+    let start = std::time::Instant::now();
+    while downs(runtime.log()) < 2 && start.elapsed() < WAIT {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(downs(runtime.log()), 2, "{}", runtime.log());
+}

@@ -148,3 +148,18 @@ fn udp_association_is_not_widened_by_the_request() {
         Some((peer, b"peer:ok".to_vec()))
     );
 }
+
+#[test]
+fn udp_association_sets_aside_a_source_it_cannot_hold_to() {
+    let peer = udp_echo("peer");
+    let port = free_port();
+    let _runtime = udp_runtime(port, vec![]);
+    // The request names an address that is not the control connection's:
+    // neither trusted nor refused, and the client is heard from its own IP.
+    let elsewhere: SocketAddr = "10.1.2.3:7000".parse().unwrap();
+    let association = Association::open(localhost(port), localhost(0), elsewhere).unwrap();
+    assert_eq!(
+        ask(&association, peer, b"here"),
+        Some((peer, b"peer:here".to_vec()))
+    );
+}
