@@ -82,8 +82,8 @@ socks pass { from: 0.0.0.0/0 to: 0.0.0.0/0 command: connect udpassociate udprepl
 CONF
     danted -f "$work/danted.conf" -N 2 >/dev/null 2>&1 &
     pid=$!; pids+=("$pid")
-    # dante forks its workers: the figures of the main process undercount.
-    measure "dante(main)" "$port" "$pid"
+    # dante serves from child processes: CPU and RSS are summed over them.
+    measure dante "$port" "$pid"
 else
     echo "dante           skipped: not installed (apt-get install dante-server)"
 fi
