@@ -63,6 +63,8 @@ impl Dialer {
         }
         let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
         let limit = self.limits.load().connect_timeout;
+        // A relay forwards what it reads at once; Nagle would only add delay.
+        socket.set_nodelay(true)?;
         match tokio::time::timeout(limit, socket.connect(addr)).await {
             Ok(result) => result,
             Err(_) => Err(io::Error::new(
