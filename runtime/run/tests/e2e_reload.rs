@@ -6,7 +6,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::Command;
 
 use etemenanki_ir::spec::{AddressFamily, DrainPolicy, OutboundProtocol, OutboundSpec, Spec};
@@ -170,29 +169,6 @@ fn sighup_reloads_and_an_unchanged_inbound_keeps_its_connections() {
     runtime.wait_for_log("reload: applied epoch 1");
     assert!(runtime.log().contains("apply: = inbound in  v1  unchanged"));
     assert_eq!(echo_once(&mut open, b"two"), b"two");
-}
-
-/// `etc` from the compiler package, built into this target directory.
-fn etc_binary() -> PathBuf {
-    let runtime = PathBuf::from(env!("CARGO_BIN_EXE_etemenanki-run"));
-    let dir = runtime.parent().unwrap();
-    let etc = dir.join("etc");
-    let target = dir.parent().unwrap();
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "etemenanki-compiler",
-            "--bin",
-            "etc",
-            "--target-dir",
-        ])
-        .arg(target)
-        .status()
-        .unwrap();
-    assert!(status.success(), "building etc failed");
-    etc
 }
 
 /// The step lines of `etc plan --verbose` output or of the runtime's

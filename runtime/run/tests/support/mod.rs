@@ -504,3 +504,26 @@ pub fn ask(
     }
     None
 }
+
+/// `etc` from the compiler package, built into this target directory.
+pub fn etc_binary() -> PathBuf {
+    let runtime = PathBuf::from(env!("CARGO_BIN_EXE_etemenanki-run"));
+    let dir = runtime.parent().unwrap();
+    let etc = dir.join("etc");
+    let target = dir.parent().unwrap();
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-q",
+            "-p",
+            "etemenanki-compiler",
+            "--bin",
+            "etc",
+            "--target-dir",
+        ])
+        .arg(target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "building etc failed");
+    etc
+}
