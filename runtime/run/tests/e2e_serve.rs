@@ -295,3 +295,30 @@ fn a_full_inbound_drops_the_socket_before_reading() {
     };
     assert_eq!(exchange(&mut third, b"again"), b"again");
 }
+
+#[test]
+fn outbound_sockets_are_opened_under_the_socket_policy() {
+    // A server that answers with the address it sees the client at.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let peer = stream.peer_addr().unwrap().ip().to_string();
+            let _ = stream.write_all(peer.as_bytes());
+        }
+    });
+    let port = free_port();
+    let mut spec = spec(
+        vec![socks_inbound("in", port, false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.socket.bind_v4 = Some("127.0.0.3".parse().unwrap());
+    let _runtime = Runtime::start(&spec);
+    let mut stream = socks5_connect(localhost(port), &Address::Ip(server)).unwrap();
+    let mut seen = String::new();
+    stream.read_to_string(&mut seen).unwrap();
+    assert_eq!(seen, "127.0.0.3");
+}
