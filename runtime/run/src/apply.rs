@@ -176,14 +176,28 @@ impl Runtime {
                 }
                 (Kind::Inbound, Action::Build { .. }) => {
                     let inbound_spec = spec.inbound(&step.tag).ok_or_else(|| missing(step))?;
-                    let bound =
-                        Inbound::bind(inbound_spec, self.limits.clone(), self.plane.clone())
-                            .map_err(|e| {
-                                format!(
-                                    "building inbound {}@v{} failed: {e}",
-                                    step.tag, step.version
-                                )
-                            })?;
+                    let fail = |e: std::io::Error| {
+                        format!(
+                            "building inbound {}@v{} failed: {e}",
+                            step.tag, step.version
+                        )
+                    };
+                    // A running inbound on the same address hands its socket over.
+                    let handoff = old
+                        .and_then(|o| {
+                            o.inbounds
+                                .values()
+                                .find_map(|i| i.handoff(inbound_spec.listen))
+                        })
+                        .transpose()
+                        .map_err(fail)?;
+                    let bound = Inbound::bind(
+                        inbound_spec,
+                        self.limits.clone(),
+                        self.plane.clone(),
+                        handoff,
+                    )
+                    .map_err(fail)?;
                     new_inbounds.insert(step.tag.clone(), bound);
                 }
                 (Kind::Inbound, Action::Reuse)

@@ -273,3 +273,66 @@ fn a_limits_change_reaches_a_reused_inbound() {
     runtime.wait_for_log("dropping inbound connection; live connection limit reached");
     assert_eq!(echo_once(&mut held, b"still"), b"still");
 }
+
+#[test]
+fn a_changed_inbound_takes_over_its_address_and_ends_the_old_connections() {
+    let echo = tcp_echo();
+    let web = http_server("through the new inbound");
+    let port = free_port();
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", port, false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let mut old = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    assert_eq!(echo_once(&mut old, b"old"), b"old");
+
+    let applied = runtime.reload(&spec(
+        vec![http_inbound("in", port)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    assert!(
+        applied.contains("apply: ~ inbound in  v1 -> v2"),
+        "{applied}"
+    );
+    assert_eq!(echo_once(&mut old, b"gone"), b"");
+    let url = format!("http://127.0.0.1:{}/", web.port());
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--proxy",
+            &format!("http://127.0.0.1:{port}"),
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "through the new inbound"
+    );
+}
+
+#[test]
+fn a_second_runtime_on_a_taken_address_is_refused() {
+    let port = free_port();
+    let spec = spec(
+        vec![socks_inbound("in", port, false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    let _first = Runtime::start(&spec);
+    let (status, stderr) = run_plan_bytes(&etemenanki_ir::encode::encode(&spec, b"", "t"));
+    assert!(!status.success());
+    assert!(
+        stderr.contains(&format!(
+            "building inbound in@v1 failed: cannot listen on 127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+}

@@ -79,6 +79,10 @@ impl Admission {
 /// A bound, listening inbound. Dropping it stops the accept loop and ends
 /// every connection it serves.
 pub struct Inbound {
+    /// The listening socket, kept so a rebuilt inbound on the same address
+    /// can take it over.
+    socket: Socket,
+    listen: SocketAddr,
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
@@ -87,14 +91,15 @@ pub struct Inbound {
 }
 
 impl Inbound {
-    /// Binds the listening socket; nothing is accepted until [`Inbound::start`].
-    /// SO_REUSEPORT lets a changed inbound bind its address while the
-    /// version it replaces still listens, so the apply can be refused without
-    /// touching the running one.
+    /// Binds the listening socket, or takes over `handoff`, the socket of
+    /// the inbound this one replaces on the same address (so a rebuilt
+    /// inbound never needs its address free, and no connection waiting in the
+    /// backlog is lost). Nothing is accepted until [`Inbound::start`].
     pub fn bind(
         spec: &InboundSpec,
         limits: Arc<ArcSwap<Limits>>,
         plane: Arc<ArcSwap<Plane>>,
+        handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
         let accounts = match &spec.protocol {
             InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts } => {
@@ -113,7 +118,11 @@ impl Inbound {
                 ))
             }
         };
-        let listener = listen(spec.listen)?;
+        let socket = match handoff {
+            Some(socket) => socket,
+            None => listen(spec.listen)?,
+        };
+        let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
@@ -123,11 +132,19 @@ impl Inbound {
             plane,
         });
         Ok(Inbound {
+            socket,
+            listen: spec.listen,
             listener: Some(listener),
             shared,
             accept: None,
             stop: watch::channel(()).0,
         })
+    }
+
+    /// A handle on the listening socket, for the inbound that replaces this
+    /// one on `addr`; `None` when this one listens elsewhere.
+    pub fn handoff(&self, addr: SocketAddr) -> Option<io::Result<Socket>> {
+        (self.listen == addr).then(|| self.socket.try_clone())
     }
 
     /// Sizes admission to the limits of the current apply.
@@ -152,10 +169,9 @@ impl Drop for Inbound {
     }
 }
 
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+fn listen(addr: SocketAddr) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
     if addr.is_ipv6() {
         socket.set_only_v6(false).ok();
     }
@@ -164,7 +180,7 @@ fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
         .bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     socket.listen(BACKLOG)?;
-    TcpListener::from_std(std::net::TcpListener::from(socket))
+    Ok(socket)
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
