@@ -13,6 +13,11 @@
 # ASSOCIATE. A peer that is not installed is skipped with a note. The last
 # line is the time etemenanki-run takes to reload a plan of 1,000 outbounds
 # that all changed (decode, plan, build, publish), as the runtime logs it.
+#
+# The connect measurements leave some 20,000 loopback sockets in TIME_WAIT
+# for a minute; run the script again only after that, or the ephemeral ports
+# run out ("Address already in use"). Figures on a shared machine vary from
+# run to run: compare the ratios of one run, and run it more than once.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
