@@ -1,201 +1,213 @@
-//! etemenanki-bench: measures a SOCKS5 proxy on loopback against the same
-//! work done directly. `run.sh` beside this crate starts each proxy and
-//! calls this tool; see it for how the figures are produced.
-//!
-//! ```text
-//! etemenanki-bench plan SOCKS_PORT OUT [N GEN]  write a plan.bin: socks inbound (UDP on), freedom
-//!                                              outbound; with N, N more freedom outbounds each with a
-//!                                              route rule, whose address family GEN 0 or 1 flips
-//! etemenanki-bench measure LABEL PROXY|direct [PID]
-//! ```
-//!
-//! `measure` prints one line of `key=value` figures: bulk MiB/s and CPU
-//! seconds per GiB (of PID, from /proc), sequential and 50-concurrent
-//! connects per second, KiB of resident memory per idle proxied connection,
-//! and UDP round trips per second.
+//! etemenanki-bench: the same loopback work done directly, through Debian's
+//! SOCKS peers (microsocks, dante, v2ray) and through Etemenanki, printed as
+//! one table with every figure also as a ratio to direct. See README.md.
 
-mod clients;
+mod interrupt;
+mod measure;
+mod peers;
 mod procfs;
+mod proxy;
+mod report;
 mod servers;
+mod socks5;
+mod subject;
+mod suite;
 
-use std::net::SocketAddr;
+use std::io;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use etemenanki_ir::route::RouteTable;
-use etemenanki_ir::spec::*;
+use clap::Parser;
 
-const BULK_BYTES: u64 = 2 << 30;
-const SEQUENTIAL_CONNECTS: u32 = 3_000;
-const CONCURRENT_CLIENTS: u32 = 50;
-const CONNECTS_PER_CLIENT: u32 = 200;
-const IDLE_CONNECTIONS: usize = 1_000;
-const UDP_ROUND_TRIPS: u32 = 20_000;
+use measure::reload::Reload;
+use measure::Limits;
+use peers::{Binaries, Launch};
+use report::{Cell, Figure, Table};
+use servers::Servers;
+use subject::Subject;
+use suite::{measure_memory, measure_round, report, Best, Column};
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        ["plan", port, out] => write_plan(port, out, 0, 0),
-        ["plan", port, out, n, generation] => match (n.parse(), generation.parse()) {
-            (Ok(n), Ok(generation)) => write_plan(port, out, n, generation),
-            _ => {
-                eprintln!("etemenanki-bench: N and GEN are numbers");
-                ExitCode::from(2)
-            }
-        },
-        ["measure", label, proxy] => measure(label, proxy, None),
-        ["measure", label, proxy, pid] => measure(label, proxy, pid.parse().ok()),
-        _ => {
-            eprintln!(
-                "usage: etemenanki-bench plan SOCKS_PORT OUT | measure LABEL PROXY|direct [PID]"
-            );
-            ExitCode::from(2)
+#[derive(Debug, Parser)]
+#[command(about = "Loopback benchmark: direct, microsocks, dante, v2ray and Etemenanki")]
+struct Args {
+    /// Which columns to measure, comma separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Subject::ALL)]
+    subjects: Vec<Subject>,
+    /// The directory holding `etc` and `etemenanki-run` [default: this
+    /// binary's directory].
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Bulk transfer size, MiB.
+    #[arg(long, default_value_t = 1024)]
+    bulk_mib: u64,
+    /// Bulk transfer time bound, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    bulk_seconds: f64,
+    /// Sequential connections at most.
+    #[arg(long, default_value_t = 5_000)]
+    sequential_connects: u64,
+    /// Concurrent connections at most (over all workers).
+    #[arg(long, default_value_t = 20_000)]
+    concurrent_connects: u64,
+    /// Concurrent workers.
+    #[arg(long, default_value_t = 50)]
+    concurrency: usize,
+    /// Time bound of each connection-rate run, seconds.
+    #[arg(long, default_value_t = 3.0)]
+    connect_seconds: f64,
+    /// Rounds of the throughput and rate measurements, each round over every
+    /// subject in turn; the best is kept, since on a shared machine other
+    /// load only ever slows a run down, and rounds spread each subject's
+    /// runs over the whole benchmark.
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Idle proxied connections held for the memory figure.
+    #[arg(long, default_value_t = 1_000)]
+    idle_connections: usize,
+    /// UDP round trips at most.
+    #[arg(long, default_value_t = 50_000)]
+    udp_round_trips: u64,
+    /// UDP time bound, seconds.
+    #[arg(long, default_value_t = 3.0)]
+    udp_seconds: f64,
+    /// Outbounds (and rules) in the reload measurement.
+    #[arg(long, default_value_t = 1_000)]
+    reload_outbounds: usize,
+    /// Text of the runtime's log line that marks a finished apply.
+    #[arg(long, default_value = "reload: applied")]
+    reload_done: String,
+}
+
+impl Args {
+    fn limits(&self) -> Limits {
+        Limits {
+            bulk_bytes: self.bulk_mib << 20,
+            bulk_time: Duration::from_secs_f64(self.bulk_seconds),
+            sequential_connects: self.sequential_connects,
+            concurrent_connects: self.concurrent_connects,
+            concurrency: self.concurrency,
+            connect_time: Duration::from_secs_f64(self.connect_seconds),
+            idle_connections: self.idle_connections,
+            udp_round_trips: self.udp_round_trips,
+            udp_time: Duration::from_secs_f64(self.udp_seconds),
+            reload_outbounds: self.reload_outbounds,
         }
+    }
+
+    fn binaries(&self) -> io::Result<Binaries> {
+        let etemenanki_dir = match &self.bin_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::current_exe()?
+                .parent()
+                .map(PathBuf::from)
+                .unwrap_or_default(),
+        };
+        Ok(Binaries { etemenanki_dir })
     }
 }
 
-/// A plan with one socks inbound and a freedom default, plus `extra`
-/// freedom outbounds, each reached by a domain rule. Flipping `generation`
-/// changes every extra outbound, so a reload between the two rebuilds them
-/// all.
-fn write_plan(port: &str, out: &str, extra: usize, generation: u8) -> ExitCode {
-    let Ok(port) = port.parse::<u16>() else {
-        eprintln!("etemenanki-bench: {port} is not a port");
-        return ExitCode::from(2);
-    };
-    let family = if generation == 0 {
-        AddressFamily::Auto
-    } else {
-        AddressFamily::PreferIpv4
-    };
-    let mut extra_outbounds = Vec::new();
-    let mut rules = Vec::new();
-    for i in 0..extra {
-        let tag = format!("o{i}");
-        extra_outbounds.push(OutboundSpec {
-            tag: tag.clone(),
-            protocol: OutboundProtocol::Freedom {
-                address_family: family,
-            },
-            drain: DrainPolicy::Keep,
-        });
-        rules.push(etemenanki_ir::route::Rule {
-            target: tag.clone(),
-            line: i as u32 + 1,
-            domain: vec![format!("{tag}.example")],
-            ..Default::default()
-        });
-    }
-    let spec = Spec {
-        inbounds: vec![InboundSpec {
-            tag: "socks".into(),
-            listen: SocketAddr::from(([127, 0, 0, 1], port)),
-            sniff: false,
-            protocol: InboundProtocol::Socks {
-                accounts: vec![],
-                udp: true,
-            },
-        }],
-        outbounds: vec![OutboundSpec {
-            tag: "direct".into(),
-            protocol: OutboundProtocol::Freedom {
-                address_family: AddressFamily::Auto,
-            },
-            drain: DrainPolicy::Keep,
-        }]
-        .into_iter()
-        .chain(extra_outbounds)
-        .collect(),
-        balancers: vec![],
-        route: RouteTable::new(rules, "direct".into()).expect("a valid route table"),
-        dns: DnsSpec::System,
-        socket: SocketPolicy::default(),
-        limits: Limits::default(),
-    };
-    match std::fs::write(out, etemenanki_ir::encode::encode(&spec, b"bench", "bench")) {
-        Ok(()) => ExitCode::SUCCESS,
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let load_before = load_average();
+    match run(&args) {
+        Ok(table) => {
+            print!("{}", table.render());
+            let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+            println!(
+                "load average {load_before} at the start, {} at the end, on {cores} cores",
+                load_average()
+            );
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("etemenanki-bench: cannot write {out}: {e}");
+            eprintln!("etemenanki-bench: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn measure(label: &str, proxy: &str, pid: Option<u32>) -> ExitCode {
-    let proxy: Option<SocketAddr> = match proxy {
-        "direct" => None,
-        addr => match addr.parse() {
-            Ok(addr) => Some(addr),
-            Err(_) => {
-                eprintln!("etemenanki-bench: {addr} is not a socket address");
-                return ExitCode::from(2);
-            }
-        },
-    };
-    let sink = servers::tcp_sink();
-    let echo = servers::tcp_echo();
-    let udp_echo = servers::udp_echo();
-    let dialer = clients::Dialer { proxy };
+/// The 1, 5 and 15 minute load averages: other work on the machine moves
+/// every figure, so the table says how busy it was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
 
-    let cpu_before = pid.and_then(procfs::cpu_seconds);
-    let started = Instant::now();
-    let sent = dialer.bulk(sink, BULK_BYTES);
-    let bulk_secs = started.elapsed().as_secs_f64();
-    let cpu_per_gib = match (pid.and_then(procfs::cpu_seconds), cpu_before) {
-        (Some(after), Some(before)) => format!(
-            "{:.2}",
-            (after - before) / (sent as f64 / f64::from(1u32 << 30))
-        ),
-        _ => "-".into(),
-    };
-
-    let started = Instant::now();
-    for _ in 0..SEQUENTIAL_CONNECTS {
-        dialer.ping(echo);
-    }
-    let sequential = f64::from(SEQUENTIAL_CONNECTS) / started.elapsed().as_secs_f64();
-
-    let started = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..CONCURRENT_CLIENTS {
-            scope.spawn(|| {
-                for _ in 0..CONNECTS_PER_CLIENT {
-                    dialer.ping(echo);
-                }
+fn run(args: &Args) -> io::Result<Table> {
+    interrupt::install()?;
+    let servers = Servers::start()?;
+    let bins = args.binaries()?;
+    let limits = args.limits();
+    let ticks = procfs::ticks_per_second();
+    let mut table = Table::new(args.subjects.clone());
+    let mut columns = Vec::new();
+    for &subject in &args.subjects {
+        if subject == Subject::Direct {
+            columns.push(Column {
+                subject,
+                proxy: None,
             });
+            continue;
         }
-    });
-    let concurrent =
-        f64::from(CONCURRENT_CLIENTS * CONNECTS_PER_CLIENT) / started.elapsed().as_secs_f64();
-
-    let idle_kib = match pid {
-        Some(pid) => {
-            let before = procfs::rss_kib(pid).unwrap_or(0);
-            let held: Vec<_> = (0..IDLE_CONNECTIONS).map(|_| dialer.hold(echo)).collect();
-            std::thread::sleep(Duration::from_millis(500));
-            let after = procfs::rss_kib(pid).unwrap_or(0);
-            drop(held);
-            format!(
-                "{:.1}",
-                (after.saturating_sub(before)) as f64 / IDLE_CONNECTIONS as f64
-            )
+        match peers::launch(subject, &bins) {
+            Ok(Launch::Ready(proxy)) => columns.push(Column {
+                subject,
+                proxy: Some(proxy),
+            }),
+            Ok(Launch::Skipped(why)) => {
+                eprintln!("{}: skipped: {why}", subject.name());
+                for figure in Figure::ALL {
+                    table.set(subject, figure, Cell::Skipped(why.clone()));
+                }
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", subject.name());
+                for figure in Figure::ALL {
+                    table.set(subject, figure, Cell::Failed(e.to_string()));
+                }
+            }
         }
-        None => "-".into(),
-    };
-
-    let udp = match dialer.udp_round_trips(udp_echo, UDP_ROUND_TRIPS) {
-        Some(elapsed) => format!("{:.0}", f64::from(UDP_ROUND_TRIPS) / elapsed.as_secs_f64()),
-        None => "-".into(),
-    };
-
-    println!(
-        "{label:<14} bulk_mib_s={:.0} cpu_s_per_gib={cpu_per_gib} seq_connects_s={sequential:.0} conc50_connects_s={concurrent:.0} idle_kib_per_conn={idle_kib} udp_rtt_s={udp}",
-        sent as f64 / f64::from(1u32 << 20) / bulk_secs
-    );
-    ExitCode::SUCCESS
+    }
+    eprintln!("== memory, on fresh proxies");
+    for column in &mut columns {
+        measure_memory(&mut table, column, &servers, &limits);
+    }
+    let mut best = Best::default();
+    for round in 1..=args.runs {
+        eprintln!("== round {round} of {}", args.runs);
+        for column in &mut columns {
+            measure_round(&mut best, column, &servers, &limits, ticks);
+        }
+    }
+    best.fill(&mut table);
+    // Every peer stops before the reload, which starts a runtime of its own.
+    drop(columns);
+    for &subject in &args.subjects {
+        if subject != Subject::Etemenanki {
+            table.set(subject, Figure::Reload, Cell::NotApplicable);
+            continue;
+        }
+        if matches!(
+            table.get(subject, Figure::Bulk),
+            Some(Cell::Skipped(_) | Cell::Failed(_))
+        ) {
+            continue;
+        }
+        eprintln!("== reload");
+        let cell = match measure::reload::run(&bins, limits.reload_outbounds, &args.reload_done) {
+            Ok(Reload::Took(took)) => Cell::Value(took.as_secs_f64() * 1e3),
+            Ok(Reload::Skipped(why)) => Cell::Skipped(why),
+            Err(e) => Cell::Failed(e.to_string()),
+        };
+        report(subject, Figure::Reload, &cell);
+        table.set(subject, Figure::Reload, cell);
+    }
+    Ok(table)
 }

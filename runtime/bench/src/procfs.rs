@@ -1,68 +1,186 @@
-//! CPU time and resident memory of a process and its descendants, from
-//! /proc. Descendants count because some servers (dante) serve from child
-//! processes.
+//! What the benchmark reads about a proxy from /proc: CPU time, resident
+//! memory and whether it catches a signal. A proxy may be a tree of
+//! processes (dante forks workers), so CPU and memory are summed over the
+//! process and its descendants.
 
-use std::collections::HashMap;
+use std::fs;
+use std::io;
 
-/// The process and every descendant of it.
-fn family(pid: u32) -> Vec<u32> {
-    let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if let Some(parent) = stat_fields(child).and_then(|f| f.get(1)?.parse::<u32>().ok()) {
-            parents.entry(parent).or_default().push(child);
+/// One process's line in /proc/<pid>/stat, the fields the benchmark uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub ppid: u32,
+    /// utime + stime + cutime + cstime, in clock ticks.
+    pub cpu_ticks: u64,
+}
+
+/// Parses /proc/<pid>/stat. The command name sits in parentheses and may
+/// hold spaces and parentheses itself, so fields are counted from the last
+/// `)`.
+pub fn parse_stat(line: &str) -> io::Result<Stat> {
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unexpected /proc stat line: {line}"),
+        )
+    };
+    let rest = &line[line.rfind(')').ok_or_else(bad)? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+    let field = |i: usize| -> io::Result<u64> {
+        fields.get(i).and_then(|f| f.parse().ok()).ok_or_else(bad)
+    };
+    Ok(Stat {
+        ppid: u32::try_from(field(1)?).map_err(|_| bad())?,
+        cpu_ticks: field(11)? + field(12)? + field(13)? + field(14)?,
+    })
+}
+
+fn stat(pid: u32) -> io::Result<Stat> {
+    parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat"))?)
+}
+
+/// The process and every live descendant.
+pub fn tree(root: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            if let Ok(stat) = stat(pid) {
+                parents.push((pid, stat.ppid));
+            }
         }
     }
-    let mut all = vec![pid];
-    let mut at = 0;
-    while at < all.len() {
-        if let Some(children) = parents.get(&all[at]) {
-            all.extend(children);
-        }
-        at += 1;
+    let mut found = vec![root];
+    let mut next = 0;
+    // Each pass adds the children of one found process; a process appears once.
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(pid, ppid)| *ppid == parent && !found.contains(pid))
+                .map(|(pid, _)| *pid)
+                .collect::<Vec<_>>(),
+        );
+        next += 1;
     }
-    all
+    found
 }
 
-/// The fields of /proc/PID/stat after the command name (which is in
-/// parentheses and may hold spaces): state, ppid, ...
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    Some(rest.split(' ').map(str::to_owned).collect())
-}
-
-/// User plus system CPU seconds used by the process and its descendants.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
-    let mut ticks = 0.0;
-    for member in family(pid) {
-        let Some(fields) = stat_fields(member) else {
-            continue;
-        };
-        let utime: f64 = fields.get(11)?.parse().ok()?;
-        let stime: f64 = fields.get(12)?.parse().ok()?;
-        ticks += utime + stime;
+/// CPU seconds the process tree has used so far.
+pub fn cpu_seconds(root: u32, ticks_per_second: u64) -> io::Result<f64> {
+    let mut ticks = stat(root)?.cpu_ticks;
+    for pid in tree(root).into_iter().skip(1) {
+        // A worker that exits between listing and reading is simply gone.
+        ticks += stat(pid).map(|s| s.cpu_ticks).unwrap_or(0);
     }
-    // Clock ticks; USER_HZ is 100 on Linux.
-    Some(ticks / 100.0)
+    Ok(ticks as f64 / ticks_per_second as f64)
 }
 
-/// Resident set size in KiB, summed over the process and its descendants
-/// (pages they share are counted once per process).
-pub fn rss_kib(pid: u32) -> Option<u64> {
+/// The value of a `Key:` line of /proc/<pid>/status.
+pub fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// A `Key:   N kB` value in KiB, from /proc status or smaps_rollup text.
+pub fn parse_kib(text: &str, key: &str) -> Option<u64> {
+    status_field(text, key)?
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `key` (from the file /proc/<pid>/`file`) summed over the process tree,
+/// in KiB.
+fn tree_kib(root: u32, file: &str, key: &str) -> io::Result<u64> {
     let mut total = 0;
-    for member in family(pid) {
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{member}/status")) else {
-            continue;
-        };
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        total += line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
+    for pid in tree(root) {
+        match fs::read_to_string(format!("/proc/{pid}/{file}")) {
+            Ok(text) => total += parse_kib(&text, key).unwrap_or(0),
+            Err(e) if pid == root => return Err(e),
+            // A worker that exited meanwhile holds no memory.
+            Err(_) => {}
+        }
     }
-    Some(total)
+    Ok(total)
+}
+
+/// Resident memory (VmRSS) of the process tree, in KiB. Pages a forked
+/// worker shares with its parent count once per process.
+pub fn rss_kib(root: u32) -> io::Result<u64> {
+    tree_kib(root, "status", "VmRSS")
+}
+
+/// Proportional set size of the process tree, in KiB: each shared page is
+/// split among the processes sharing it, so a forking server like dante is
+/// not charged several times for one page.
+pub fn pss_kib(root: u32) -> io::Result<u64> {
+    tree_kib(root, "smaps_rollup", "Pss")
+}
+
+/// Whether the process has a handler installed for `signal` (its bit in
+/// the SigCgt mask of /proc/<pid>/status).
+pub fn catches(pid: u32, signal: u32) -> io::Result<bool> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let mask = status_field(&status, "SigCgt")
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no SigCgt in /proc status"))?;
+    Ok(mask & (1 << (signal - 1)) != 0)
+}
+
+/// Clock ticks per second, as `getconf CLK_TCK` reports it (100 on every
+/// Linux the benchmark targets, the fallback).
+pub fn ticks_per_second() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_from_the_last_parenthesis() {
+        let line = "4242 (tokio (rt) w) S 17 4242 17 0 -1 4194560 900 0 0 0 \
+                    150 30 4 2 20 0 5 0 123 456 789";
+        assert_eq!(
+            parse_stat(line).unwrap(),
+            Stat {
+                ppid: 17,
+                cpu_ticks: 150 + 30 + 4 + 2
+            }
+        );
+        assert!(parse_stat("4242 (name) S 17").is_err());
+    }
+
+    #[test]
+    fn rss_and_signal_mask_are_read_from_status_lines() {
+        let status = "Name:\tdanted\nVmRSS:\t    4124 kB\nSigCgt:\t0000000000014a03\n";
+        assert_eq!(parse_kib(status, "VmRSS"), Some(4124));
+        assert_eq!(parse_kib("Rss: 900 kB\nPss:  712 kB\n", "Pss"), Some(712));
+        assert_eq!(status_field(status, "SigCgt"), Some("0000000000014a03"));
+        assert_eq!(status_field(status, "VmHWM"), None);
+    }
+
+    #[test]
+    fn own_process_is_found_and_measured() {
+        let me = std::process::id();
+        assert_eq!(tree(me)[0], me);
+        assert!(rss_kib(me).unwrap() > 0);
+        assert!(pss_kib(me).unwrap() > 0);
+        // The test harness installs no SIGHUP handler.
+        assert!(!catches(me, 1).unwrap());
+    }
 }

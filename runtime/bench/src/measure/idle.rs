@@ -1,0 +1,95 @@
+//! Memory per idle proxied connection: the proxy's VmRSS (and PSS) before
+//! and after opening that many SOCKS5 connections to a server that never
+//! says a word, divided by their number.
+
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::procfs;
+use crate::servers::Servers;
+use crate::socks5::client;
+
+/// Connections opened and closed first, so one-time allocations (thread
+/// pools, buffers) are not charged to the idle connections.
+const WARM_UP: usize = 20;
+/// How long to wait for the idle server to see every connection open or
+/// closed.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(15);
+/// A pause before reading memory, for the proxy to finish its own work.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// The proxy's memory, VmRSS and PSS in KiB, at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    pub rss: u64,
+    pub pss: u64,
+}
+
+impl Memory {
+    fn read(pid: u32) -> io::Result<Memory> {
+        Ok(Memory {
+            rss: procfs::rss_kib(pid)?,
+            pss: procfs::pss_kib(pid)?,
+        })
+    }
+}
+
+pub struct Idle {
+    pub connections: usize,
+    pub before: Memory,
+    pub after: Memory,
+}
+
+impl Idle {
+    /// VmRSS growth per connection, KiB.
+    pub fn rss_per_connection(&self) -> f64 {
+        (self.after.rss as f64 - self.before.rss as f64) / self.connections as f64
+    }
+
+    /// PSS growth per connection, KiB.
+    pub fn pss_per_connection(&self) -> f64 {
+        (self.after.pss as f64 - self.before.pss as f64) / self.connections as f64
+    }
+}
+
+fn open_many(proxy: SocketAddr, target: SocketAddr, n: usize) -> io::Result<Vec<TcpStream>> {
+    (0..n)
+        .map(|i| {
+            client::connect(proxy, target)
+                .map_err(|e| io::Error::new(e.kind(), format!("idle connection {i}: {e}")))
+        })
+        .collect()
+}
+
+fn wait_for_open(servers: &Servers, want: usize) -> io::Result<()> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    while servers.idle_open() != want {
+        if Instant::now() >= deadline {
+            return Err(io::Error::other(format!(
+                "idle server holds {} connections, expected {want}",
+                servers.idle_open()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+pub fn run(proxy: SocketAddr, proxy_pid: u32, servers: &Servers, n: usize) -> io::Result<Idle> {
+    drop(open_many(proxy, servers.idle, WARM_UP)?);
+    wait_for_open(servers, 0)?;
+    std::thread::sleep(QUIET);
+    let before = Memory::read(proxy_pid)?;
+    let held = open_many(proxy, servers.idle, n)?;
+    wait_for_open(servers, n)?;
+    std::thread::sleep(QUIET);
+    let after = Memory::read(proxy_pid)?;
+    drop(held);
+    wait_for_open(servers, 0)?;
+    Ok(Idle {
+        connections: n,
+        before,
+        after,
+    })
+}

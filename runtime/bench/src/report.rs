@@ -1,0 +1,273 @@
+//! The result table: one row per figure, one column per subject, each
+//! figure also as a ratio to the direct baseline where that means something,
+//! and Etemenanki's figures checked against the targets.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::subject::Subject;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Figure {
+    Bulk,
+    CpuPerGib,
+    Sequential,
+    Concurrent,
+    IdleKib,
+    IdlePssKib,
+    Udp,
+    Reload,
+}
+
+/// A goal for Etemenanki: a ratio to direct at least this, or a value at
+/// most this.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    RatioAtLeast(f64),
+    ValueAtMost(f64),
+}
+
+impl Figure {
+    pub const ALL: [Figure; 8] = [
+        Figure::Bulk,
+        Figure::CpuPerGib,
+        Figure::Sequential,
+        Figure::Concurrent,
+        Figure::IdleKib,
+        Figure::IdlePssKib,
+        Figure::Udp,
+        Figure::Reload,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Figure::Bulk => "bulk TCP, MB/s",
+            Figure::CpuPerGib => "proxy CPU s per GiB",
+            Figure::Sequential => "sequential connects/s",
+            Figure::Concurrent => "concurrent connects/s",
+            Figure::IdleKib => "idle KiB/conn, VmRSS",
+            Figure::IdlePssKib => "idle KiB/conn, PSS",
+            Figure::Udp => "UDP round trips/s",
+            Figure::Reload => "reload time, ms",
+        }
+    }
+
+    /// Whether the figure has a direct baseline to divide by: work done
+    /// per second does; what only a proxy spends (CPU, memory, reload)
+    /// does not.
+    fn has_ratio(self) -> bool {
+        matches!(
+            self,
+            Figure::Bulk | Figure::Sequential | Figure::Concurrent | Figure::Udp
+        )
+    }
+
+    fn decimals(self) -> usize {
+        match self {
+            Figure::CpuPerGib => 2,
+            Figure::IdleKib | Figure::IdlePssKib | Figure::Reload => 1,
+            _ => 0,
+        }
+    }
+
+    pub fn target(self) -> Option<Target> {
+        match self {
+            Figure::Bulk => Some(Target::RatioAtLeast(0.6)),
+            Figure::Sequential => Some(Target::RatioAtLeast(0.3)),
+            Figure::Udp => Some(Target::RatioAtLeast(0.15)),
+            Figure::IdleKib => Some(Target::ValueAtMost(10.0)),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Cell {
+    Value(f64),
+    /// The figure has no meaning for this subject (direct has no proxy).
+    NotApplicable,
+    Skipped(String),
+    Failed(String),
+}
+
+pub struct Table {
+    subjects: Vec<Subject>,
+    cells: HashMap<(Subject, Figure), Cell>,
+}
+
+impl Table {
+    pub fn new(subjects: Vec<Subject>) -> Table {
+        Table {
+            subjects,
+            cells: HashMap::new(),
+        }
+    }
+
+    pub fn set(&mut self, subject: Subject, figure: Figure, cell: Cell) {
+        self.cells.insert((subject, figure), cell);
+    }
+
+    pub fn get(&self, subject: Subject, figure: Figure) -> Option<&Cell> {
+        self.cells.get(&(subject, figure))
+    }
+
+    fn value(&self, subject: Subject, figure: Figure) -> Option<f64> {
+        match self.cells.get(&(subject, figure)) {
+            Some(Cell::Value(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    fn ratio(&self, subject: Subject, figure: Figure) -> Option<f64> {
+        if !figure.has_ratio() || subject == Subject::Direct {
+            return None;
+        }
+        Some(self.value(subject, figure)? / self.value(Subject::Direct, figure)?)
+    }
+
+    fn text(&self, subject: Subject, figure: Figure) -> String {
+        match self.cells.get(&(subject, figure)) {
+            None => "-".to_owned(),
+            Some(Cell::NotApplicable) => "n/a".to_owned(),
+            Some(Cell::Skipped(_)) => "skipped".to_owned(),
+            Some(Cell::Failed(_)) => "failed".to_owned(),
+            Some(Cell::Value(v)) => {
+                let mut text = format!("{v:.*}", figure.decimals());
+                if let Some(ratio) = self.ratio(subject, figure) {
+                    let _ = write!(text, " ({ratio:.2}x)");
+                }
+                text
+            }
+        }
+    }
+
+    /// The table, then the reasons for every skipped or failed cell, then
+    /// Etemenanki against its targets.
+    pub fn render(&self) -> String {
+        let mut rows = vec![std::iter::once("figure".to_owned())
+            .chain(self.subjects.iter().map(|s| s.name().to_owned()))
+            .collect::<Vec<_>>()];
+        for figure in Figure::ALL {
+            rows.push(
+                std::iter::once(figure.label().to_owned())
+                    .chain(self.subjects.iter().map(|&s| self.text(s, figure)))
+                    .collect(),
+            );
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for row in &rows {
+            for (c, cell) in row.iter().enumerate() {
+                if c == 0 {
+                    let _ = write!(out, "{cell:<w$}", w = widths[c]);
+                } else {
+                    let _ = write!(out, "  {cell:>w$}", w = widths[c]);
+                }
+            }
+            out.push('\n');
+        }
+        out.push_str("(ratios are to direct; n/a: direct has no proxy, or the figure is Etemenanki's alone)\n");
+        for &subject in &self.subjects {
+            let reasons: Vec<(Figure, &String)> = Figure::ALL
+                .into_iter()
+                .filter_map(|figure| match self.cells.get(&(subject, figure)) {
+                    Some(Cell::Skipped(why) | Cell::Failed(why)) => Some((figure, why)),
+                    _ => None,
+                })
+                .collect();
+            // A column skipped or failed as a whole says why once.
+            if reasons.len() == Figure::ALL.len() && reasons.iter().all(|(_, w)| *w == reasons[0].1)
+            {
+                let _ = writeln!(out, "{}: {}", subject.name(), reasons[0].1);
+                continue;
+            }
+            for (figure, why) in reasons {
+                let _ = writeln!(out, "{} / {}: {why}", subject.name(), figure.label());
+            }
+        }
+        if self.subjects.contains(&Subject::Etemenanki) {
+            out.push_str(&self.targets());
+        }
+        out
+    }
+
+    fn targets(&self) -> String {
+        let mut out = String::from("etemenanki targets:\n");
+        for figure in Figure::ALL {
+            let Some(target) = figure.target() else {
+                continue;
+            };
+            let (goal, got) = match target {
+                Target::RatioAtLeast(goal) => (
+                    format!(">= {goal:.2}x direct"),
+                    self.ratio(Subject::Etemenanki, figure)
+                        .map(|r| (r, r >= goal)),
+                ),
+                Target::ValueAtMost(goal) => (
+                    format!("<= {goal:.0}"),
+                    self.value(Subject::Etemenanki, figure)
+                        .map(|v| (v, v <= goal)),
+                ),
+            };
+            let verdict = match got {
+                Some((value, true)) => format!("{value:.2}, met"),
+                Some((value, false)) => format!("{value:.2}, missed"),
+                None => "not measured".to_owned(),
+            };
+            let _ = writeln!(out, "  {}: {goal}: {verdict}", figure.label());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_to_direct_and_only_for_rates() {
+        let mut table = Table::new(vec![Subject::Direct, Subject::Etemenanki]);
+        table.set(Subject::Direct, Figure::Bulk, Cell::Value(1000.0));
+        table.set(Subject::Etemenanki, Figure::Bulk, Cell::Value(650.0));
+        table.set(Subject::Direct, Figure::IdleKib, Cell::NotApplicable);
+        table.set(Subject::Etemenanki, Figure::IdleKib, Cell::Value(12.34));
+        assert_eq!(table.text(Subject::Etemenanki, Figure::Bulk), "650 (0.65x)");
+        assert_eq!(table.text(Subject::Direct, Figure::Bulk), "1000");
+        assert_eq!(table.text(Subject::Etemenanki, Figure::IdleKib), "12.3");
+        assert_eq!(table.text(Subject::Direct, Figure::IdleKib), "n/a");
+        let rendered = table.render();
+        assert!(rendered.contains("  bulk TCP, MB/s: >= 0.60x direct: 0.65, met\n"));
+        assert!(rendered.contains("  idle KiB/conn, VmRSS: <= 10: 12.34, missed\n"));
+        assert!(rendered.contains("  UDP round trips/s: >= 0.15x direct: not measured\n"));
+    }
+
+    #[test]
+    fn skipped_cells_give_their_reason_under_the_table() {
+        let mut table = Table::new(vec![Subject::Direct, Subject::Dante]);
+        table.set(
+            Subject::Dante,
+            Figure::Udp,
+            Cell::Skipped("not installed".to_owned()),
+        );
+        let rendered = table.render();
+        assert!(rendered.contains("skipped"));
+        assert!(rendered.contains("dante / UDP round trips/s: not installed\n"));
+    }
+
+    #[test]
+    fn a_column_skipped_as_a_whole_gives_its_reason_once() {
+        let mut table = Table::new(vec![Subject::Direct, Subject::V2ray]);
+        for figure in Figure::ALL {
+            table.set(
+                Subject::V2ray,
+                figure,
+                Cell::Skipped("not installed".to_owned()),
+            );
+        }
+        let rendered = table.render();
+        assert!(rendered.contains("\nv2ray: not installed\n"));
+        assert!(!rendered.contains("v2ray / "));
+    }
+}

@@ -1,0 +1,188 @@
+//! The parts of a benchmark run: the columns with their proxies, the memory
+//! figure on fresh proxies, one round of rates, and the best of the rounds.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+
+use crate::measure::{self, Limits};
+use crate::proxy::Proxy;
+use crate::report::{Cell, Figure, Table};
+use crate::servers::Servers;
+use crate::subject::Subject;
+
+/// A subject and its running proxy (`None` for direct, or once the proxy
+/// has died).
+pub struct Column {
+    pub subject: Subject,
+    pub proxy: Option<Proxy>,
+}
+
+impl Column {
+    fn via(&self) -> Option<SocketAddr> {
+        self.proxy.as_ref().map(|p| p.addr)
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.proxy.as_ref().map(Proxy::pid)
+    }
+}
+
+/// Memory per idle connection, first, before the other runs grow the
+/// proxy's heap.
+pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers, limits: &Limits) {
+    let subject = column.subject;
+    let Some(proxy) = &column.proxy else {
+        table.set(subject, Figure::IdleKib, Cell::NotApplicable);
+        table.set(subject, Figure::IdlePssKib, Cell::NotApplicable);
+        table.set(subject, Figure::CpuPerGib, Cell::NotApplicable);
+        return;
+    };
+    let (rss, pss) =
+        match measure::idle::run(proxy.addr, proxy.pid(), servers, limits.idle_connections) {
+            Ok(idle) => {
+                eprintln!(
+                    "   {}: VmRSS {} -> {} KiB, PSS {} -> {} KiB with {} idle connections",
+                    subject.name(),
+                    idle.before.rss,
+                    idle.after.rss,
+                    idle.before.pss,
+                    idle.after.pss,
+                    idle.connections
+                );
+                (
+                    Cell::Value(idle.rss_per_connection()),
+                    Cell::Value(idle.pss_per_connection()),
+                )
+            }
+            Err(e) => (Cell::Failed(e.to_string()), Cell::Failed(e.to_string())),
+        };
+    report(subject, Figure::IdleKib, &rss);
+    table.set(subject, Figure::IdleKib, rss);
+    table.set(subject, Figure::IdlePssKib, pss);
+}
+
+/// One run of every rate for one subject.
+pub fn measure_round(
+    best: &mut Best,
+    column: &mut Column,
+    servers: &Servers,
+    limits: &Limits,
+    ticks: u64,
+) {
+    let subject = column.subject;
+    if subject != Subject::Direct && column.proxy.is_none() {
+        return;
+    }
+    let via = column.via();
+    let sequential = measure::connects::sequential(
+        via,
+        servers.echo,
+        limits.sequential_connects,
+        limits.connect_time,
+    );
+    best.keep(
+        subject,
+        Figure::Sequential,
+        sequential.map(|r| r.per_second()),
+    );
+    let concurrent = measure::connects::concurrent(
+        via,
+        servers.echo,
+        limits.concurrency,
+        limits.concurrent_connects,
+        limits.connect_time,
+    );
+    best.keep(
+        subject,
+        Figure::Concurrent,
+        concurrent.map(|r| r.per_second()),
+    );
+    match measure::bulk::run(via, servers.sink, column.pid(), ticks, limits) {
+        Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), bulk.cpu_per_gib()),
+        Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
+    }
+    let udp = measure::udp::run(
+        via,
+        servers.udp_echo,
+        limits.udp_round_trips,
+        limits.udp_time,
+    );
+    best.keep(
+        subject,
+        Figure::Udp,
+        udp.map(|udp| {
+            if udp.lost > 0 {
+                eprintln!("   {}: {} datagrams lost", subject.name(), udp.lost);
+            }
+            udp.rate.per_second()
+        }),
+    );
+    if let Some(proxy) = &mut column.proxy {
+        if let Err(e) = proxy.check_alive() {
+            eprintln!("   {e}");
+            column.proxy = None;
+        }
+    }
+}
+
+/// The best of the rounds for every subject and rate: the highest value,
+/// and for bulk the CPU per GiB of that same run. The first failure of a
+/// figure stands.
+#[derive(Default)]
+pub struct Best {
+    cells: HashMap<(Subject, Figure), Cell>,
+}
+
+impl Best {
+    fn keep(&mut self, subject: Subject, figure: Figure, result: io::Result<f64>) {
+        let cell = match result {
+            Ok(value) => Cell::Value(value),
+            Err(e) => Cell::Failed(e.to_string()),
+        };
+        report(subject, figure, &cell);
+        match (self.cells.get(&(subject, figure)), &cell) {
+            (Some(Cell::Failed(_)), _) => {}
+            (Some(Cell::Value(old)), Cell::Value(new)) if old >= new => {}
+            _ => {
+                self.cells.insert((subject, figure), cell);
+            }
+        }
+    }
+
+    fn keep_bulk(&mut self, subject: Subject, mb_per_second: f64, cpu_per_gib: Option<f64>) {
+        let better = match self.cells.get(&(subject, Figure::Bulk)) {
+            Some(Cell::Value(old)) => mb_per_second > *old,
+            Some(_) => false,
+            None => true,
+        };
+        self.keep(subject, Figure::Bulk, Ok(mb_per_second));
+        if let (true, Some(cpu)) = (better, cpu_per_gib) {
+            report(subject, Figure::CpuPerGib, &Cell::Value(cpu));
+            self.cells
+                .insert((subject, Figure::CpuPerGib), Cell::Value(cpu));
+        }
+    }
+
+    pub fn fill(self, table: &mut Table) {
+        for ((subject, figure), cell) in self.cells {
+            // A failed bulk run leaves no CPU figure of its own.
+            if figure == Figure::Bulk {
+                if let Cell::Failed(why) = &cell {
+                    table.set(subject, Figure::CpuPerGib, Cell::Failed(why.clone()));
+                }
+            }
+            table.set(subject, figure, cell);
+        }
+    }
+}
+
+pub fn report(subject: Subject, figure: Figure, cell: &Cell) {
+    let name = subject.name();
+    match cell {
+        Cell::Value(v) => eprintln!("   {name}: {}: {v:.2}", figure.label()),
+        Cell::NotApplicable => {}
+        Cell::Skipped(why) => eprintln!("   {name}: {}: skipped: {why}", figure.label()),
+        Cell::Failed(why) => eprintln!("   {name}: {}: failed: {why}", figure.label()),
+    }
+}
