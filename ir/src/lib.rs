@@ -2,6 +2,7 @@
 //! planner. Shared by the compiler (which writes plans) and the runtime (which
 //! executes them).
 
+pub mod base64;
 pub mod encode;
 pub mod plan;
 pub mod route;

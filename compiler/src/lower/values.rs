@@ -61,35 +61,9 @@ pub fn ip_with_default_port(text: &str, default: u16) -> Result<SocketAddr, Stri
         .ok_or_else(|| format!("`{text}` is not an IP address with an optional port"))
 }
 
-/// Standard base64 (RFC 4648), padding optional; URL-safe letters accepted.
-pub fn base64(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    // Leftover bits must be zero padding of fewer than 8 bits.
-    (bits < 6 && acc & ((1 << bits) - 1) == 0).then_some(out)
-}
-
 /// Base64 of exactly `len` bytes.
 pub fn key(text: &str, len: usize) -> Result<Vec<u8>, String> {
-    match base64(text) {
+    match etemenanki_ir::base64::decode(text) {
         None => Err("is not valid base64".to_owned()),
         Some(bytes) if bytes.len() != len => {
             Err(format!("decodes to {} bytes, expected {len}", bytes.len()))
@@ -106,7 +80,7 @@ mod tests {
     fn base64_decodes_a_32_byte_key() {
         let key = key("YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE=", 32).unwrap();
         assert_eq!(key, vec![b'a'; 32]);
-        assert!(base64("not base64!").is_none());
+        assert!(super::key("not base64!", 32).is_err());
     }
 
     #[test]

@@ -156,7 +156,7 @@ fn basic_credentials(value: &str) -> Option<(String, String)> {
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let decoded = String::from_utf8(crate::base64::decode(token.trim())?).ok()?;
+    let decoded = String::from_utf8(etemenanki_ir::base64::decode(token.trim())?).ok()?;
     let (user, pass) = decoded.split_once(':')?;
     Some((user.to_owned(), pass.to_owned()))
 }
@@ -270,7 +270,7 @@ pub mod client {
         };
         let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
         if let Some((user, pass)) = account {
-            let token = crate::base64::encode(format!("{user}:{pass}").as_bytes());
+            let token = etemenanki_ir::base64::encode(format!("{user}:{pass}").as_bytes());
             head.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
         }
         head.push_str("\r\n");

@@ -6,7 +6,6 @@
 //! plain byte strings and no sockets.
 
 pub mod addr;
-mod base64;
 pub mod http;
 pub mod sniff;
 pub mod socks;
