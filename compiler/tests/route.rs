@@ -82,35 +82,47 @@ fn route(args: &[&str]) -> String {
 fn the_matching_rule_is_named_by_number_and_line() {
     assert_eq!(
         route(&["tcp", "192.168.1.1:80"]),
-        "rule 2 (line 26) -> direct\n"
+        "rule 2 (line 26) -> direct: geoip private\n"
     );
     assert_eq!(
         route(&["tcp", "nas.LAN.example:445"]),
-        "rule 2 (line 26) -> direct\n"
+        "rule 2 (line 26) -> direct: domain_suffix lan.example\n"
     );
-    assert_eq!(route(&["udp", "[::1]:443"]), "rule 1 (line 21) -> block\n");
+    assert_eq!(
+        route(&["udp", "[::1]:443"]),
+        "rule 1 (line 21) -> block: network udp, port 443\n"
+    );
 }
 
 #[test]
 fn no_matching_rule_means_the_default() {
-    assert_eq!(route(&["tcp", "example.com:443"]), "default -> proxy\n");
-    assert_eq!(route(&["tcp", "8.8.8.8:53"]), "default -> proxy\n");
+    assert_eq!(
+        route(&["tcp", "example.com:443"]),
+        "default -> proxy: no rule matches\n"
+    );
+    assert_eq!(
+        route(&["tcp", "8.8.8.8:53"]),
+        "default -> proxy: no rule matches\n"
+    );
 }
 
 #[test]
 fn the_flow_options_reach_the_rules_conditions() {
-    assert_eq!(route(&["tcp", "ads.example.com:443"]), "default -> proxy\n");
+    assert_eq!(
+        route(&["tcp", "ads.example.com:443"]),
+        "default -> proxy: no rule matches\n"
+    );
     assert_eq!(
         route(&["tcp", "ads.example.com:443", "--inbound", "socks-in"]),
-        "rule 3 (line 31) -> block\n"
+        "rule 3 (line 31) -> block: domain_keyword ads, inbound_tag socks-in\n"
     );
     assert_eq!(
         route(&["tcp", "example.com:443", "--source", "192.168.7.7"]),
-        "rule 4 (line 36) -> direct\n"
+        "rule 4 (line 36) -> direct: source_cidr 192.168.0.0/16\n"
     );
     assert_eq!(
         route(&["tcp", "93.184.216.34:443", "--sniffed", "x.lan.example"]),
-        "rule 2 (line 26) -> direct\n"
+        "rule 2 (line 26) -> direct: domain_suffix lan.example (sniffed)\n"
     );
 }
 

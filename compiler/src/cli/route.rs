@@ -61,13 +61,17 @@ pub fn run(args: Args) -> ExitCode {
     };
     let decision = table.route(&flow);
     match decision.rule {
-        Some(index) => println!(
-            "rule {} (line {}) -> {}",
-            index + 1,
-            table.rules()[index].line,
-            decision.target
-        ),
-        None => println!("default -> {}", decision.target),
+        Some(index) => {
+            let rule = &table.rules()[index];
+            let why = rule.explain(&flow).unwrap_or_default();
+            println!(
+                "rule {} (line {}) -> {}: {why}",
+                index + 1,
+                rule.line,
+                decision.target
+            );
+        }
+        None => println!("default -> {}: no rule matches", decision.target),
     }
     ExitCode::SUCCESS
 }

@@ -14,6 +14,7 @@
 mod cidr;
 mod conditions;
 mod domain;
+mod explain;
 mod geo;
 mod hash;
 mod intervals;

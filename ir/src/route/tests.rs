@@ -317,69 +317,15 @@ fn a_plan_naming_an_unknown_category_does_not_decode() {
 /// The semantics written down as plainly as possible: every rule in order,
 /// every value compared directly.
 fn naive<'t>(rules: &'t [Rule], default: &'t str, flow: &FlowKey<'_>) -> Decision<'t> {
-    let names: Vec<String> = match flow.destination {
-        Host::Domain(name) => vec![name],
-        Host::Ip(_) => vec![],
-    }
-    .into_iter()
-    .chain(flow.sniffed)
-    .map(|name| name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase())
-    .collect();
-    let ip = match flow.destination {
-        Host::Ip(ip) => Some(ip),
-        Host::Domain(_) => None,
-    };
-    let lower = |list: &[String]| -> Vec<String> {
-        list.iter()
-            .map(|v| v.strip_suffix('.').unwrap_or(v).to_ascii_lowercase())
-            .collect()
-    };
-    for (index, rule) in rules.iter().enumerate() {
-        let domain = lower(&rule.domain);
-        let suffix = lower(&rule.domain_suffix);
-        let keyword: Vec<String> = rule
-            .domain_keyword
-            .iter()
-            .map(|k| k.to_ascii_lowercase())
-            .collect();
-        let destination = names.iter().any(|name| {
-            domain.contains(name)
-                || suffix
-                    .iter()
-                    .any(|s| name == s || name.ends_with(&format!(".{s}")))
-                || keyword.iter().any(|k| name.contains(k.as_str()))
-        }) || ip.is_some_and(|ip| {
-            rule.cidr.iter().any(|c| c.contains(ip))
-                || rule
-                    .geoip
-                    .iter()
-                    .any(|g| geoip_category(g).unwrap().iter().any(|c| c.contains(ip)))
-        });
-        let no_destination = rule.domain.is_empty()
-            && rule.domain_suffix.is_empty()
-            && rule.domain_keyword.is_empty()
-            && rule.cidr.is_empty()
-            && rule.geoip.is_empty();
-        let others = rule.network.is_none_or(|n| n == flow.network)
-            && (rule.port.is_empty() || rule.port.iter().any(|p| p.contains(flow.port)))
-            && (rule.inbound_tag.is_empty()
-                || flow
-                    .inbound_tag
-                    .is_some_and(|t| rule.inbound_tag.iter().any(|r| r == t)))
-            && (rule.source_cidr.is_empty()
-                || flow
-                    .source
-                    .is_some_and(|s| rule.source_cidr.iter().any(|c| c.contains(s))));
-        if (destination || no_destination) && others {
-            return Decision {
-                rule: Some(index),
-                target: &rule.target,
-            };
-        }
-    }
-    Decision {
-        rule: None,
-        target: default,
+    match rules.iter().position(|rule| rule.explain(flow).is_some()) {
+        Some(index) => Decision {
+            rule: Some(index),
+            target: &rules[index].target,
+        },
+        None => Decision {
+            rule: None,
+            target: default,
+        },
     }
 }
 
