@@ -1,0 +1,11 @@
+//! Interop: Etemenanki's clients and servers against real implementations
+//! (see tests/README.md). Each module is one peer; each test spawns the
+//! peer and the real `etc` and `etemenanki-run` binaries on 127.0.0.1 and
+//! moves bytes to a loopback echo server through them.
+
+mod curl;
+mod dante;
+mod microsocks;
+mod support;
+mod tinyproxy;
+mod v2ray;
