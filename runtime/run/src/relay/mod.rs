@@ -1,0 +1,324 @@
+//! The relay: both directions of one connection in the connection's own
+//! task, with half-close, the idle timeout and the drain guard.
+//!
+//! Each direction ([`half`]) holds a pipe or a buffer only while bytes
+//! move, so an idle connection holds neither.
+
+mod half;
+#[cfg(target_os = "linux")]
+mod pipe;
+#[cfg(target_os = "linux")]
+mod pool;
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::drain::{Guard, DRAINED};
+use half::{Half, Mode};
+
+/// How a relay ended without an error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Both sides finished sending.
+    Done,
+    /// Nothing moved for the idle timeout.
+    Idle,
+}
+
+/// Relays until both directions have ended, nothing moved for `idle`, the
+/// guard's outbound version is closed, or either side fails.
+pub async fn relay(
+    client: &mut TcpStream,
+    outbound: &mut TcpStream,
+    idle: Duration,
+    guard: &mut Guard,
+) -> io::Result<Ended> {
+    relay_by(Mode::Splice, client, outbound, idle, guard).await
+}
+
+/// [`relay`] with each direction carrying its bytes as `mode` says.
+async fn relay_by(
+    mode: Mode,
+    client: &mut TcpStream,
+    outbound: &mut TcpStream,
+    idle: Duration,
+    guard: &mut Guard,
+) -> io::Result<Ended> {
+    let mut up = Half::new(mode);
+    let mut down = Half::new(mode);
+    let mut last = Instant::now();
+    let mut sleep = pin!(tokio::time::sleep_until(last + idle));
+    let mut drained = pin!(guard.closed());
+    poll_fn(|cx| {
+        let mut moved = false;
+        if !up.done() {
+            if let Poll::Ready(Err(e)) = up.poll(cx, client, outbound, &mut moved) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        if !down.done() {
+            if let Poll::Ready(Err(e)) = down.poll(cx, outbound, client, &mut moved) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        if up.done() && down.done() {
+            return Poll::Ready(Ok(Ended::Done));
+        }
+        if drained.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                DRAINED,
+            )));
+        }
+        if moved {
+            last = Instant::now();
+        }
+        // The timer is re-armed only when it fires, not on every byte.
+        while sleep.as_mut().poll(cx).is_ready() {
+            if last.elapsed() >= idle {
+                return Poll::Ready(Ok(Ended::Idle));
+            }
+            sleep.as_mut().reset(last + idle);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The relay against blackhole: the client reads EOF at once, and what it
+/// sends is swallowed until it finishes or goes idle.
+pub async fn swallow(client: &mut TcpStream, idle: Duration) -> io::Result<Ended> {
+    use tokio::io::AsyncWriteExt;
+    client.shutdown().await?;
+    loop {
+        match tokio::time::timeout(idle, client.readable()).await {
+            Err(_) => return Ok(Ended::Idle),
+            Ok(ready) => ready?,
+        }
+        let mut scratch = [0u8; 2048];
+        match client.try_read(&mut scratch) {
+            Ok(0) => return Ok(Ended::Done),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drain::Drain;
+    use etemenanki_ir::spec::DrainPolicy;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+    use tokio::task::JoinHandle;
+
+    /// Every way a direction can carry its bytes; each test runs in both.
+    const MODES: [Mode; 2] = [Mode::Splice, Mode::Buffer];
+
+    /// Two connected socket pairs: (client app, proxy's client side) and
+    /// (proxy's outbound side, server app).
+    async fn pairs() -> (TcpStream, TcpStream, TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let a = TcpStream::connect(addr).await.unwrap();
+        let (b, _) = listener.accept().await.unwrap();
+        let c = TcpStream::connect(addr).await.unwrap();
+        let (d, _) = listener.accept().await.unwrap();
+        (a, b, c, d)
+    }
+
+    /// The client app, the server app, and the relay between them on its
+    /// own task, closed by `drain`.
+    async fn relayed(
+        mode: Mode,
+        idle: Duration,
+        drain: &Drain,
+    ) -> (TcpStream, TcpStream, JoinHandle<io::Result<Ended>>) {
+        let (app, mut proxy_in, mut proxy_out, server) = pairs().await;
+        let mut guard = drain.guard();
+        let relay = tokio::spawn(async move {
+            relay_by(mode, &mut proxy_in, &mut proxy_out, idle, &mut guard).await
+        });
+        (app, server, relay)
+    }
+
+    /// `len` bytes that differ from those of another `seed`.
+    fn pattern(len: u32, seed: u32) -> Vec<u8> {
+        (0..len).map(|i| ((i * 7 + seed) % 251) as u8).collect()
+    }
+
+    /// Writes `data` to `stream` and half-closes it, while reading
+    /// everything the other side sends until it half-closes.
+    async fn exchange(stream: TcpStream, data: Vec<u8>) -> Vec<u8> {
+        let (mut read, mut write) = stream.into_split();
+        let writer = tokio::spawn(async move {
+            write.write_all(&data).await.unwrap();
+            write.shutdown().await.unwrap();
+            write
+        });
+        let mut got = Vec::new();
+        read.read_to_end(&mut got).await.unwrap();
+        drop(writer.await.unwrap());
+        got
+    }
+
+    #[tokio::test]
+    async fn half_close_propagates_both_ways_and_finishes() {
+        for mode in MODES {
+            let drain = Drain::default();
+            let (mut app, mut server, relay) = relayed(mode, Duration::from_secs(30), &drain).await;
+            app.write_all(b"request").await.unwrap();
+            app.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            server.read_to_end(&mut got).await.unwrap();
+            assert_eq!(
+                got, b"request",
+                "{mode:?}: the server sees the client's EOF after its bytes"
+            );
+            // The other direction still works after the client half-closed.
+            server.write_all(b"response").await.unwrap();
+            server.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            app.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, b"response", "{mode:?}");
+            assert_eq!(relay.await.unwrap().unwrap(), Ended::Done, "{mode:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_server_half_closing_first_propagates_too() {
+        for mode in MODES {
+            let drain = Drain::default();
+            let (mut app, mut server, relay) = relayed(mode, Duration::from_secs(30), &drain).await;
+            server.write_all(b"banner").await.unwrap();
+            server.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            app.read_to_end(&mut got).await.unwrap();
+            assert_eq!(
+                got, b"banner",
+                "{mode:?}: the client sees the server's EOF after its bytes"
+            );
+            app.write_all(b"late request").await.unwrap();
+            app.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            server.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, b"late request", "{mode:?}");
+            assert_eq!(relay.await.unwrap().unwrap(), Ended::Done, "{mode:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn large_transfers_arrive_whole_in_both_directions_at_once() {
+        for mode in MODES {
+            let drain = Drain::default();
+            let (app, server, relay) = relayed(mode, Duration::from_secs(30), &drain).await;
+            let up = pattern(6_000_000, 1);
+            let down = pattern(5_000_001, 2);
+            let (at_server, at_app) =
+                tokio::join!(exchange(server, down.clone()), exchange(app, up.clone()));
+            assert!(at_server == up, "{mode:?}: the bytes up differ");
+            assert!(at_app == down, "{mode:?}: the bytes down differ");
+            assert_eq!(relay.await.unwrap().unwrap(), Ended::Done, "{mode:?}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn relays_one_after_another_reuse_spare_pipes_cleanly() {
+        // Each relay gives its pipes back when it runs dry; the next one
+        // must find them empty.
+        for round in 0..8u32 {
+            let drain = Drain::default();
+            let (app, server, relay) = relayed(Mode::Splice, Duration::from_secs(30), &drain).await;
+            let up = pattern(300_000 + round, round);
+            let down = pattern(200_000 + round, round + 100);
+            let (at_server, at_app) =
+                tokio::join!(exchange(server, down.clone()), exchange(app, up.clone()));
+            assert!(at_server == up && at_app == down, "round {round}");
+            relay.await.unwrap().unwrap();
+        }
+        // The relays ran on this thread (a current-thread runtime) and
+        // carried their bytes in pipes, which are spares now.
+        assert!(pool::spares() > 0, "the relays used pipes");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_moving_for_the_idle_timeout_ends_the_relay() {
+        for mode in MODES {
+            let drain = Drain::default();
+            let (mut app, mut server, relay) =
+                relayed(mode, Duration::from_secs(300), &drain).await;
+            // Bytes that moved once do not keep an idle relay alive.
+            app.write_all(b"ping").await.unwrap();
+            let mut got = [0u8; 4];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(relay.await.unwrap().unwrap(), Ended::Idle, "{mode:?}");
+            let mut rest = Vec::new();
+            server.read_to_end(&mut rest).await.unwrap();
+            assert!(
+                rest.is_empty(),
+                "{mode:?}: the relay closed the server side"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_close_drain_aborts_an_idle_relay() {
+        for mode in MODES {
+            let drain = Drain::default();
+            let (_app, _server, relay) = relayed(mode, Duration::from_secs(300), &drain).await;
+            drain.apply(DrainPolicy::Close);
+            let err = relay.await.unwrap().unwrap_err();
+            assert_eq!(err.to_string(), DRAINED, "{mode:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_close_drain_aborts_a_relay_mid_transfer() {
+        const TOTAL: usize = 64 << 20;
+        for mode in MODES {
+            let drain = Drain::default();
+            let (app, mut server, relay) = relayed(mode, Duration::from_secs(300), &drain).await;
+            let (_app_read, mut app_write) = app.into_split();
+            // The client sends far more than the relay lets through before
+            // the drain; its writes fail once the relay is gone.
+            let writer = tokio::spawn(async move {
+                let chunk = vec![7u8; 64 * 1024];
+                let mut sent = 0;
+                while sent < TOTAL {
+                    if app_write.write_all(&chunk).await.is_err() {
+                        break;
+                    }
+                    sent += chunk.len();
+                }
+                sent
+            });
+            let mut got = vec![0u8; 1 << 20];
+            server.read_exact(&mut got).await.unwrap();
+            drain.apply(DrainPolicy::Close);
+            let err = relay.await.unwrap().unwrap_err();
+            assert_eq!(err.to_string(), DRAINED, "{mode:?}");
+            // The relay's sockets are closed: the server's stream ends
+            // (cleanly or by reset) before the client finished sending.
+            let mut rest = Vec::new();
+            let received = got.len()
+                + server
+                    .read_to_end(&mut rest)
+                    .await
+                    .map_or(0, |_| rest.len());
+            assert!(received < TOTAL, "{mode:?}: the drain stopped the transfer");
+            assert!(
+                writer.await.unwrap() < TOTAL,
+                "{mode:?}: the client's writes failed"
+            );
+        }
+    }
+}
