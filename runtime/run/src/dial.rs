@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use etemenanki_ir::spec::{Limits, SocketPolicy};
 use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
-use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use tokio::net::{TcpStream, UdpSocket};
 
 #[derive(Clone)]
 pub struct Dialer {
@@ -29,7 +29,7 @@ impl Dialer {
     /// address applied, before any connect or bind of ours.
     fn socket(&self, ty: Type, protocol: Protocol, v6: bool) -> io::Result<Socket> {
         let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
-        let socket = Socket::new(domain, ty, Some(protocol))?;
+        let socket = Socket::new(domain, nonblocking(ty), Some(protocol))?;
         if v6 && ty == Type::DGRAM {
             socket.set_only_v6(true)?;
         }
@@ -39,6 +39,7 @@ impl Dialer {
         if let Some(mark) = self.policy.mark {
             socket.set_mark(mark)?;
         }
+        #[cfg(not(target_os = "linux"))]
         socket.set_nonblocking(true)?;
         Ok(socket)
     }
@@ -61,11 +62,10 @@ impl Dialer {
         if let Some(ip) = self.bind_ip(v6) {
             socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
         }
-        let socket = TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
         let limit = self.limits.load().connect_timeout;
         // A relay forwards what it reads at once; Nagle would only add delay.
-        socket.set_nodelay(true)?;
-        match tokio::time::timeout(limit, socket.connect(addr)).await {
+        socket.set_tcp_nodelay(true)?;
+        match tokio::time::timeout(limit, connect_now_or_later(socket, addr)).await {
             Ok(result) => result,
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -101,4 +101,35 @@ impl Dialer {
         socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
         UdpSocket::from_std(std::net::UdpSocket::from(socket))
     }
+}
+
+/// Connects a non-blocking `socket` to `addr`. The kernel often finishes
+/// the handshake before connect(2) returns EINPROGRESS (always on
+/// loopback), so the peer is checked at once: a connected socket is
+/// returned without the round through the event loop that waiting for
+/// writability costs; otherwise it is awaited as tokio's own connect does.
+async fn connect_now_or_later(socket: Socket, addr: SocketAddr) -> io::Result<TcpStream> {
+    match socket.connect(&SockAddr::from(addr)) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    let stream = TcpStream::from_std(std::net::TcpStream::from(socket))?;
+    if stream.peer_addr().is_err() {
+        stream.writable().await?;
+        if let Some(e) = stream.take_error()? {
+            return Err(e);
+        }
+    }
+    Ok(stream)
+}
+
+/// `ty` created non-blocking: on Linux in the socket call itself
+/// (SOCK_NONBLOCK), which spares every dial the fcntl pair that
+/// `set_nonblocking` costs; elsewhere [`Dialer::socket`] sets it after.
+fn nonblocking(ty: Type) -> Type {
+    #[cfg(target_os = "linux")]
+    return ty.nonblocking();
+    #[cfg(not(target_os = "linux"))]
+    ty
 }

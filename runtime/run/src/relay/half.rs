@@ -199,7 +199,14 @@ impl Half {
                     *moved = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.release(),
-                Err(e) => return Poll::Ready(Err(e)),
+                Err(e) => {
+                    // The carrier was empty before the read that failed, so
+                    // a pipe goes back to the spares: a client that resets
+                    // its connection (the common way a short one ends) must
+                    // not cost a pipe2 and two closes every time.
+                    self.release();
+                    return Poll::Ready(Err(e));
+                }
             }
         }
     }
