@@ -250,6 +250,28 @@ mod tests {
         assert!(pool::spares() > 0, "the relays used pipes");
     }
 
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_relay_ended_by_a_reset_gives_its_pipe_back() {
+        // Short connections mostly end with the client's reset; the read
+        // that fails on it must hand the (empty) pipe back, not close it.
+        let drain = Drain::default();
+        let (mut app, mut server, relay) =
+            relayed(Mode::Splice, Duration::from_secs(30), &drain).await;
+        app.write_all(b"x").await.unwrap();
+        let mut got = [0u8; 1];
+        server.read_exact(&mut got).await.unwrap();
+        socket2::SockRef::from(&app)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(app);
+        let err = relay.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+        // This test's thread made only the one pipe the client's direction
+        // used; it is a spare again.
+        assert_eq!(pool::spares(), 1, "the reset relay kept its pipe");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn nothing_moving_for_the_idle_timeout_ends_the_relay() {
         for mode in MODES {
