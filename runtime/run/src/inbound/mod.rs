@@ -176,6 +176,10 @@ fn listen(addr: SocketAddr) -> io::Result<Socket> {
         socket.set_only_v6(false).ok();
     }
     socket.set_nonblocking(true)?;
+    // A relay forwards what it reads at once; Nagle would only add delay.
+    // Linux gives every accepted socket the listener's TCP_NODELAY, which
+    // spares a setsockopt per connection (see `serve`).
+    socket.set_tcp_nodelay(true)?;
     socket
         .bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
@@ -242,6 +246,8 @@ async fn serve(
     peer: SocketAddr,
     handshake: OwnedSemaphorePermit,
 ) -> io::Result<()> {
+    // Elsewhere an accepted socket may not inherit the listener's.
+    #[cfg(not(target_os = "linux"))]
     socket.set_nodelay(true).ok();
     match &shared.spec.protocol {
         InboundProtocol::Socks { udp, .. } => {
@@ -303,5 +309,18 @@ mod tests {
         assert!(!kind(io::ErrorKind::Interrupted));
         assert!(should_backoff(&io::Error::from_raw_os_error(24))); // EMFILE
         assert!(kind(io::ErrorKind::OutOfMemory));
+    }
+
+    #[tokio::test]
+    async fn accepted_connections_have_nagle_off() {
+        let socket = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap().as_socket().unwrap();
+        let listener = TcpListener::from_std(std::net::TcpListener::from(socket)).unwrap();
+        let _client = TcpStream::connect(addr).await.unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert!(
+            accepted.nodelay().unwrap(),
+            "TCP_NODELAY on the accepted side"
+        );
     }
 }
