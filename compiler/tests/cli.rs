@@ -191,3 +191,30 @@ fn explain_prints_the_long_text_of_a_code() {
         .contains("TCP connect"));
     assert_eq!(etc(&["explain", "E9999"]).status.code(), Some(2));
 }
+
+#[test]
+fn inspect_of_every_outbound_protocol_is_pinned() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/outbounds.toml");
+    let plan = temp("inspect-snapshot").join("plan.bin");
+    let built = etc(&[
+        "build",
+        example.to_str().unwrap(),
+        "-o",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        built.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let out = etc(&["inspect", plan.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    insta::with_settings!({
+        snapshot_path => concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/inspect"),
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!("outbounds_human", String::from_utf8(out.stdout).unwrap());
+    });
+}

@@ -147,7 +147,7 @@ fn outbound_detail(p: &OutboundProtocol) -> String {
         OutboundProtocol::Freedom { address_family } => {
             format!("address family {}", address_family.name())
         }
-        OutboundProtocol::Blackhole => String::new(),
+        OutboundProtocol::Blackhole => "drops every flow".to_owned(),
         OutboundProtocol::Hysteria2(h) => format!("{} (udp), sni {}", h.server, h.server_name),
         OutboundProtocol::Wireguard(w) => format!("{} (udp), mtu {}", w.endpoint, w.mtu),
         other => {
