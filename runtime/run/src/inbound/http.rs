@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::sniff::sniff_prefix;
+use super::sniff::reply_sniff_and_relay;
 use super::{handshake_timed_out, relay_opened, Shared};
 use crate::connect::{open_stream, Flow};
 
@@ -40,20 +40,7 @@ pub async fn serve(
     let sniff_ip = shared.spec.sniff && flow.destination.ip().is_some();
     match head.kind {
         Kind::Connect if sniff_ip => {
-            // The client sends only after the 200, so answer first and sniff
-            // the prefix that follows; a failed dial then just closes.
-            client.write_all(http::RESPONSE_ESTABLISHED).await?;
-            let mut prefix = early;
-            let limits = shared.limits.load();
-            flow.sniffed = sniff_prefix(
-                &client,
-                &mut prefix,
-                limits.sniff_timeout,
-                limits.sniff_max_bytes as usize,
-            )
-            .await;
-            let opened = open_stream(&shared.plane, &shared.tag, &flow).await?;
-            relay_opened(shared, client, opened, &prefix).await
+            reply_sniff_and_relay(shared, client, flow, early, http::RESPONSE_ESTABLISHED).await
         }
         Kind::Connect => match open_stream(&shared.plane, &shared.tag, &flow).await {
             Ok(opened) => {

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::sniff::sniff_prefix;
+use super::sniff::reply_sniff_and_relay;
 use super::{handshake_timed_out, relay_opened, udp, Shared};
 use crate::connect::{open_stream, Flow};
 use crate::outbound::OutboundStream;
@@ -100,29 +100,14 @@ async fn connect(
     request: Request,
     early: Vec<u8>,
 ) -> io::Result<()> {
-    let mut flow = Flow {
+    let flow = Flow {
         destination: request.destination.clone(),
         sniffed: None,
         source: Some(peer.ip()),
     };
     if shared.spec.sniff && flow.destination.ip().is_some() {
-        // The client waits for the reply before it sends, so to sniff an IP
-        // destination the reply goes first and the prefix is collected
-        // after; a failed dial then just closes.
-        client
-            .write_all(&request.reply(status::SUCCEEDED, unspecified()))
-            .await?;
-        let mut prefix = early;
-        let limits = shared.limits.load();
-        flow.sniffed = sniff_prefix(
-            &client,
-            &mut prefix,
-            limits.sniff_timeout,
-            limits.sniff_max_bytes as usize,
-        )
-        .await;
-        let opened = open_stream(&shared.plane, &shared.tag, &flow).await?;
-        return relay_opened(shared, client, opened, &prefix).await;
+        let reply = request.reply(status::SUCCEEDED, unspecified());
+        return reply_sniff_and_relay(shared, client, flow, early, &reply).await;
     }
     match open_stream(&shared.plane, &shared.tag, &flow).await {
         Ok(opened) => {
