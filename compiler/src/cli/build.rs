@@ -4,8 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::{report_failure, Format, USAGE};
-use crate::render::{self, Style};
+use super::{compile_or_report, USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -17,16 +16,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let (source, compiled) = match crate::compile_file(&args.file) {
+    let (source, compiled) = match compile_or_report(&args.file) {
         Ok(done) => done,
-        Err(failure) => return report_failure(&failure, Format::Human),
+        Err(code) => return code,
     };
-    if !compiled.warnings.is_empty() {
-        eprint!(
-            "{}",
-            render::human(&source, &compiled.warnings, Style::detect())
-        );
-    }
     let bytes = compiled.plan_bytes(&source);
     match write_private(&args.output, &bytes) {
         Ok(()) => {

@@ -28,6 +28,22 @@ pub enum Format {
 pub const INVALID: u8 = 1;
 pub const USAGE: u8 = 2;
 
+/// Compiles a file, printing its warnings on stderr; on failure, reports it
+/// and gives the exit code to return.
+pub fn compile_or_report(
+    file: &std::path::Path,
+) -> Result<(crate::Source, crate::Compiled), ExitCode> {
+    let (source, compiled) =
+        crate::compile_file(file).map_err(|failure| report_failure(&failure, Format::Human))?;
+    if !compiled.warnings.is_empty() {
+        eprint!(
+            "{}",
+            render::human(&source, &compiled.warnings, Style::detect())
+        );
+    }
+    Ok((source, compiled))
+}
+
 /// Reports a failed compile on stderr and returns the exit code for it.
 pub fn report_failure(failure: &Failure, format: Format) -> ExitCode {
     match failure {

@@ -7,8 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use super::{report_failure, Format, USAGE};
-use crate::render::{self, Style};
+use super::{compile_or_report, USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -20,16 +19,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let (source, compiled) = match crate::compile_file(&args.file) {
+    let (source, compiled) = match compile_or_report(&args.file) {
         Ok(done) => done,
-        Err(failure) => return report_failure(&failure, Format::Human),
+        Err(code) => return code,
     };
-    if !compiled.warnings.is_empty() {
-        eprint!(
-            "{}",
-            render::human(&source, &compiled.warnings, Style::detect())
-        );
-    }
     let stem = args
         .file
         .file_stem()

@@ -10,7 +10,7 @@ use super::outbound::key_value;
 use super::{transport, Cx};
 use crate::codes;
 use crate::config::{Inbound, InboundSettings, SecretValue, Spanned};
-use crate::diagnostic::{suggest, Span};
+use crate::diagnostic::Span;
 
 pub const PROTOCOLS: &[&str] = &[
     "socks",
@@ -91,15 +91,7 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
     let sniff = i.sniff.as_ref().is_some_and(|s| *s.get_ref());
 
     if !PROTOCOLS.contains(&protocol) {
-        let diag = cx.error(
-            codes::UNKNOWN_PROTOCOL,
-            i.protocol.span(),
-            format!("unknown inbound protocol \"{protocol}\""),
-        );
-        diag.help = Some(match suggest(protocol, PROTOCOLS.iter().copied()) {
-            Some(near) => format!("did you mean \"{near}\"?"),
-            None => format!("inbound protocols are {}", PROTOCOLS.join(", ")),
-        });
+        cx.unknown_protocol(&i.protocol, "inbound", PROTOCOLS);
         return InboundSpec {
             tag,
             listen,

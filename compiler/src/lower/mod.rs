@@ -139,6 +139,22 @@ impl Cx<'_> {
         }
     }
 
+    /// Reports a protocol no `kind` (inbound, outbound) speaks, with a
+    /// suggestion or the list of known ones.
+    pub fn unknown_protocol(&mut self, protocol: &Spanned<String>, kind: &str, known: &[&str]) {
+        let name = protocol.get_ref();
+        let help = match diagnostic::suggest(name, known.iter().copied()) {
+            Some(near) => format!("did you mean \"{near}\"?"),
+            None => format!("{kind} protocols are {}", known.join(", ")),
+        };
+        self.error(
+            codes::UNKNOWN_PROTOCOL,
+            protocol.span(),
+            format!("unknown {kind} protocol \"{name}\""),
+        )
+        .help = Some(help);
+    }
+
     /// Parses a name from a closed set, reporting an unknown one with the
     /// accepted names and a suggestion.
     pub fn one_of<T>(

@@ -101,15 +101,7 @@ pub fn lower(
     let settings = o.settings.as_ref().unwrap_or(&default_settings);
 
     if !PROTOCOLS.contains(&protocol) {
-        let diag = cx.error(
-            codes::UNKNOWN_PROTOCOL,
-            o.protocol.span(),
-            format!("unknown outbound protocol \"{protocol}\""),
-        );
-        diag.help = Some(match suggest(protocol, PROTOCOLS.iter().copied()) {
-            Some(near) => format!("did you mean \"{near}\"?"),
-            None => format!("outbound protocols are {}", PROTOCOLS.join(", ")),
-        });
+        cx.unknown_protocol(&o.protocol, "outbound", PROTOCOLS);
         return OutboundSpec {
             tag,
             protocol: OutboundProtocol::Blackhole,

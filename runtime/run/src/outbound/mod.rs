@@ -61,23 +61,18 @@ impl Outbound {
                 *address_family,
             )),
             OutboundProtocol::Blackhole => Kind::Blackhole,
-            OutboundProtocol::Socks { upstream, account } => {
+            OutboundProtocol::Socks { upstream, account }
+            | OutboundProtocol::Http { upstream, account } => {
                 let upstream = UpstreamDialer::new(
                     upstream,
                     account.as_ref(),
                     dialer.clone(),
                     dns.servers.clone(),
                 )?;
-                Kind::Socks(Socks::new(upstream))
-            }
-            OutboundProtocol::Http { upstream, account } => {
-                let upstream = UpstreamDialer::new(
-                    upstream,
-                    account.as_ref(),
-                    dialer.clone(),
-                    dns.servers.clone(),
-                )?;
-                Kind::Http(Http::new(upstream))
+                match spec.protocol {
+                    OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(upstream)),
+                    _ => Kind::Http(Http::new(upstream)),
+                }
             }
             other => {
                 return Err(io::Error::new(
