@@ -57,18 +57,7 @@ pub fn client(cx: &mut Cx, stream: Option<&OutboundStream>, server: &HostPort) -
             );
         }
     }
-    mismatch(
-        cx,
-        stream.ws.as_ref().map(Spanned::span),
-        network != "ws",
-        "ws",
-    );
-    mismatch(
-        cx,
-        stream.grpc.as_ref().map(Spanned::span),
-        network != "grpc",
-        "grpc",
-    );
+    shape_tables_match(cx, stream.ws.as_ref(), stream.grpc.as_ref(), &network);
 
     let host = server.host.name();
     let shape = match network.as_str() {
@@ -108,6 +97,18 @@ pub fn client(cx: &mut Cx, stream: Option<&OutboundStream>, server: &HostPort) -
         tls,
         address_family,
     }
+}
+
+/// A ws or grpc table under a network of another name would be ignored,
+/// so it is refused.
+fn shape_tables_match<W, G>(
+    cx: &mut Cx,
+    ws: Option<&Spanned<W>>,
+    grpc: Option<&Spanned<G>>,
+    network: &str,
+) {
+    mismatch(cx, ws.map(Spanned::span), network != "ws", "ws");
+    mismatch(cx, grpc.map(Spanned::span), network != "grpc", "grpc");
 }
 
 fn mismatch(cx: &mut Cx, span: Option<std::ops::Range<usize>>, wrong: bool, name: &str) {
@@ -239,18 +240,7 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
             SECURITIES.contains(&v).then(|| v.to_owned())
         })
     });
-    mismatch(
-        cx,
-        stream.ws.as_ref().map(Spanned::span),
-        network != "ws",
-        "ws",
-    );
-    mismatch(
-        cx,
-        stream.grpc.as_ref().map(Spanned::span),
-        network != "grpc",
-        "grpc",
-    );
+    shape_tables_match(cx, stream.ws.as_ref(), stream.grpc.as_ref(), &network);
     let shape = match network.as_str() {
         "ws" => ServerShape::Ws {
             path: stream
