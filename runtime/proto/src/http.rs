@@ -9,6 +9,11 @@
 
 use crate::Address;
 
+pub mod client;
+mod server;
+
+pub use server::Core;
+
 /// The largest request head accepted, as seed 003's `MAX_HEAD`.
 pub const MAX_HEAD: usize = 64 * 1024;
 
@@ -255,86 +260,5 @@ mod tests {
             .unwrap();
         assert!(!authorized(&without, &accounts));
         assert!(authorized(&without, &[]));
-    }
-}
-
-/// The client side of CONNECT, for the http outbound.
-pub mod client {
-    use crate::Address;
-
-    /// `CONNECT host:port`, with Basic credentials when there is an account.
-    pub fn connect_request(destination: &Address, account: Option<(&str, &str)>) -> Vec<u8> {
-        let authority = match destination {
-            Address::Ip(addr) => addr.to_string(),
-            Address::Domain(name, port) => format!("{name}:{port}"),
-        };
-        let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
-        if let Some((user, pass)) = account {
-            let token = etemenanki_ir::base64::encode(format!("{user}:{pass}").as_bytes());
-            head.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
-        }
-        head.push_str("\r\n");
-        head.into_bytes()
-    }
-
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum ResponseError {
-        Malformed,
-        Status(u16),
-    }
-
-    /// The length of a whole 2xx response head at the start of `buf`,
-    /// `Ok(None)` if more is needed.
-    pub fn parse_connect_response(buf: &[u8]) -> Result<Option<usize>, ResponseError> {
-        let Some(len) = super::head_end(buf) else {
-            return Ok(None);
-        };
-        let line = buf[..len].split(|&b| b == b'\r').next().unwrap_or_default();
-        let line = std::str::from_utf8(line).map_err(|_| ResponseError::Malformed)?;
-        let mut parts = line.split(' ');
-        let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
-            return Err(ResponseError::Malformed);
-        };
-        if !version.starts_with("HTTP/1.") {
-            return Err(ResponseError::Malformed);
-        }
-        let code: u16 = code.parse().map_err(|_| ResponseError::Malformed)?;
-        if !(200..300).contains(&code) {
-            return Err(ResponseError::Status(code));
-        }
-        Ok(Some(len))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use crate::http::{authorized, parse_request_head, Kind};
-
-        #[test]
-        fn the_client_request_is_what_the_server_core_accepts() {
-            let dest = Address::Domain("example.com".into(), 443);
-            let request = connect_request(&dest, Some(("u", "p")));
-            let head = parse_request_head(&request).unwrap().unwrap();
-            assert_eq!(head.kind, Kind::Connect);
-            assert_eq!(head.destination, dest);
-            assert!(authorized(&head, &[("u".to_owned(), "p".to_owned())]));
-        }
-
-        #[test]
-        fn only_a_2xx_response_opens_the_tunnel() {
-            assert_eq!(
-                parse_connect_response(super::super::RESPONSE_ESTABLISHED),
-                Ok(Some(39))
-            );
-            assert_eq!(parse_connect_response(b"HTTP/1.1 200 OK\r\n"), Ok(None));
-            assert_eq!(
-                parse_connect_response(super::super::RESPONSE_AUTH_REQUIRED),
-                Err(ResponseError::Status(407))
-            );
-            assert_eq!(
-                parse_connect_response(b"SSH-2.0\r\n\r\n"),
-                Err(ResponseError::Malformed)
-            );
-        }
     }
 }

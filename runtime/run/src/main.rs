@@ -6,7 +6,6 @@
 mod apply;
 mod balancer;
 mod connect;
-mod dial;
 mod drain;
 mod fanout;
 mod id;
@@ -15,8 +14,9 @@ mod outbound;
 mod plan_file;
 mod plane;
 mod relay;
-mod resolve;
 mod route;
+
+use etemenanki_transport::{dial, resolve};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

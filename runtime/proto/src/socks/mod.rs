@@ -7,7 +7,7 @@ mod server;
 mod udp;
 
 pub use expected::{canonical, ExpectedSender, NotAllowed};
-pub use server::{Command, Handshake, Progress, Refusal, Request, Version};
+pub use server::{status_of, Command, Handshake, Request, Version};
 pub use udp::{parse_datagram, write_datagram_header, UdpError};
 
 /// SOCKS5 reply codes (RFC 1928 section 6).

@@ -1,15 +1,18 @@
 //! The SOCKS server handshake as a state machine over bytes.
 //!
-//! The caller reads from the client into a buffer and calls
-//! [`Handshake::advance`] with the unconsumed bytes. The core says how many
-//! bytes it consumed and appends what to send (a method choice, an auth
-//! answer) to `out`; once the request is whole it returns it. The reply to the
-//! request depends on the dial, so the caller writes it with
-//! [`Request::reply`] when it knows the outcome.
+//! [`Handshake`] is the [`ServerCore`] of SOCKS: the caller reads from the
+//! client into a buffer and passes the unconsumed bytes; the core says how
+//! many it consumed and appends what to send (a method choice, an auth
+//! answer); once the request is whole it returns it. The reply to the request
+//! depends on the dial, so [`Request`] stages it on connected or on connect
+//! failed.
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::SystemTime;
 
 use super::{read_address, status, write_socket_addr};
+use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
 use crate::Address;
 
 const SOCKS4: u8 = 0x04;
@@ -43,6 +46,40 @@ pub struct Request {
     pub destination: Address,
 }
 
+impl ServerRequest for Request {
+    fn destination(&self) -> &Address {
+        &self.destination
+    }
+
+    fn kind(&self) -> FlowKind {
+        match self.command {
+            Command::Connect => FlowKind::Stream,
+            Command::UdpAssociate => FlowKind::Datagrams,
+        }
+    }
+
+    fn on_connected(&self, bound: SocketAddr, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.reply(status::SUCCEEDED, bound));
+    }
+
+    fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.reply(status_of(error), unspecified()));
+    }
+}
+
+/// The SOCKS5 reply code for a dial that failed with `error`.
+pub fn status_of(error: io::ErrorKind) -> u8 {
+    match error {
+        io::ErrorKind::ConnectionRefused => status::CONNECTION_REFUSED,
+        io::ErrorKind::NetworkUnreachable => status::NETWORK_UNREACHABLE,
+        io::ErrorKind::HostUnreachable | io::ErrorKind::TimedOut | io::ErrorKind::NotFound => {
+            status::HOST_UNREACHABLE
+        }
+        io::ErrorKind::PermissionDenied => status::NOT_ALLOWED,
+        _ => status::GENERAL_FAILURE,
+    }
+}
+
 impl Request {
     /// The reply to this request: SOCKS5 `status` with the bound address, or
     /// for SOCKS4 granted exactly when `status` is SUCCEEDED.
@@ -73,32 +110,6 @@ fn reply_v4(granted: bool, bound: SocketAddr) -> Vec<u8> {
     out
 }
 
-/// Why a client is refused: what to send it before closing, and the reason
-/// for the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub reply: Vec<u8>,
-    pub reason: &'static str,
-}
-
-impl Refusal {
-    fn silent(reason: &'static str) -> Self {
-        Refusal {
-            reply: Vec::new(),
-            reason,
-        }
-    }
-}
-
-/// What one call to [`Handshake::advance`] achieved.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Progress {
-    /// `consumed` bytes were used; read more and call again.
-    NeedMore { consumed: usize },
-    /// The request is whole; `consumed` bytes were used.
-    Request { consumed: usize, request: Request },
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Start,
@@ -121,9 +132,18 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    /// Consumes what it can of `input` (the unconsumed bytes read so far),
-    /// appending bytes for the client to `out`.
-    pub fn advance(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<Progress, Refusal> {
+}
+
+impl ServerCore for Handshake<'_> {
+    type Request = Request;
+
+    /// SOCKS has no time window: `now` is not used.
+    fn advance(
+        &mut self,
+        input: &[u8],
+        _now: SystemTime,
+        out: &mut Vec<u8>,
+    ) -> Result<ServerStep<Request>, Refusal> {
         let mut at = 0;
         loop {
             let rest = &input[at..];
@@ -132,7 +152,7 @@ impl<'a> Handshake<'a> {
                 State::UserPass => self.user_pass(rest, out)?,
                 State::Request5 => match request5(rest)? {
                     Some((request, used)) => {
-                        return Ok(Progress::Request {
+                        return Ok(ServerStep::Open {
                             consumed: at + used,
                             request,
                         });
@@ -143,15 +163,18 @@ impl<'a> Handshake<'a> {
             match step {
                 Some(Step::Consumed(n)) => at += n,
                 Some(Step::Done(request, n)) => {
-                    return Ok(Progress::Request {
+                    return Ok(ServerStep::Open {
                         consumed: at + n,
                         request,
                     });
                 }
-                None => return Ok(Progress::NeedMore { consumed: at }),
+                None => return Ok(ServerStep::NeedMore { consumed: at }),
             }
         }
     }
+}
+
+impl Handshake<'_> {
 
     fn start(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<Option<Step>, Refusal> {
         match buf.first() {
@@ -352,12 +375,12 @@ mod tests {
         let mut total = 0;
         for &byte in input {
             buffered.push(byte);
-            match core.advance(&buffered, &mut out)? {
-                Progress::NeedMore { consumed } => {
+            match core.advance(&buffered, SystemTime::UNIX_EPOCH, &mut out)? {
+                ServerStep::NeedMore { consumed } => {
                     buffered.drain(..consumed);
                     total += consumed;
                 }
-                Progress::Request { consumed, request } => {
+                ServerStep::Open { consumed, request } => {
                     return Ok((request, out, total + consumed));
                 }
             }
@@ -386,8 +409,10 @@ mod tests {
         let mut input = b"\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x01\x00\x50".to_vec();
         input.extend_from_slice(b"GET /");
         let mut out = Vec::new();
-        let progress = Handshake::new(&[]).advance(&input, &mut out).unwrap();
-        let Progress::Request { consumed, request } = progress else {
+        let progress = Handshake::new(&[])
+            .advance(&input, SystemTime::UNIX_EPOCH, &mut out)
+            .unwrap();
+        let ServerStep::Open { consumed, request } = progress else {
             panic!("{progress:?}")
         };
         assert_eq!(&input[consumed..], b"GET /");

@@ -2,6 +2,7 @@
 //! connection that owns the client socket, the protocol core and the
 //! outbound it opens.
 
+mod handshake;
 mod http;
 mod sniff;
 mod socks;
@@ -14,20 +15,26 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
-use socket2::{Domain, Socket, Type};
+use etemenanki_transport::{listen, Acceptor, Stream};
+use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::connect::Opened;
-use crate::outbound::OutboundStream;
 use crate::plane::Plane;
-use crate::relay::{relay, swallow, Ended};
+use crate::relay::{relay, Ended};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
-const BACKLOG: i32 = 1024;
+
+/// The protocol core an inbound serves each connection with.
+#[derive(Clone, Copy)]
+enum Serve {
+    Socks { udp: bool },
+    Http,
+}
 
 /// What every connection of one inbound shares.
 pub struct Shared {
@@ -39,6 +46,8 @@ pub struct Shared {
     /// the connections of a reused inbound too.
     pub limits: Arc<ArcSwap<Limits>>,
     pub plane: Arc<ArcSwap<Plane>>,
+    serve: Serve,
+    acceptor: Acceptor,
     admission: Admission,
 }
 
@@ -101,13 +110,9 @@ impl Inbound {
         plane: Arc<ArcSwap<Plane>>,
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
-        let accounts = match &spec.protocol {
-            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts } => {
-                accounts
-                    .iter()
-                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
-                    .collect()
-            }
+        let (serve, accounts) = match &spec.protocol {
+            InboundProtocol::Socks { accounts, udp } => (Serve::Socks { udp: *udp }, accounts),
+            InboundProtocol::Http { accounts } => (Serve::Http, accounts),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -118,6 +123,11 @@ impl Inbound {
                 ))
             }
         };
+        let accounts = accounts
+            .iter()
+            .map(|a| (a.user.clone(), a.pass.expose().clone()))
+            .collect();
+        let acceptor = Acceptor::build()?;
         let socket = match handoff {
             Some(socket) => socket,
             None => listen(spec.listen)?,
@@ -127,6 +137,8 @@ impl Inbound {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
             accounts,
+            serve,
+            acceptor,
             admission: Admission::new(&limits.load()),
             limits,
             plane,
@@ -167,24 +179,6 @@ impl Drop for Inbound {
             accept.abort();
         }
     }
-}
-
-fn listen(addr: SocketAddr) -> io::Result<Socket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(false).ok();
-    }
-    socket.set_nonblocking(true)?;
-    // A relay forwards what it reads at once; Nagle would only add delay.
-    // Linux gives every accepted socket the listener's TCP_NODELAY, which
-    // spares a setsockopt per connection (see `serve`).
-    socket.set_tcp_nodelay(true)?;
-    socket
-        .bind(&addr.into())
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
-    socket.listen(BACKLOG)?;
-    Ok(socket)
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
@@ -246,15 +240,11 @@ async fn serve(
     peer: SocketAddr,
     handshake: OwnedSemaphorePermit,
 ) -> io::Result<()> {
-    // Elsewhere an accepted socket may not inherit the listener's.
-    #[cfg(not(target_os = "linux"))]
-    socket.set_nodelay(true).ok();
-    match &shared.spec.protocol {
-        InboundProtocol::Socks { udp, .. } => {
-            socks::serve(shared, socket, peer, handshake, *udp).await
-        }
-        InboundProtocol::Http { .. } => http::serve(shared, socket, peer, handshake).await,
-        _ => Ok(()),
+    let limit = shared.limits.load().handshake_timeout;
+    let client = shared.acceptor.accept(socket, limit).await?;
+    match shared.serve {
+        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
+        Serve::Http => http::serve(shared, client, peer, handshake).await,
     }
 }
 
@@ -273,21 +263,16 @@ fn handshake_timed_out(limit: Duration) -> io::Error {
 /// the outbound, then relays until the connection ends.
 async fn relay_opened(
     shared: &Shared,
-    mut client: TcpStream,
+    mut client: Stream,
     mut opened: Opened,
     early: &[u8],
 ) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let idle = shared.limits.load().relay_idle_timeout;
-    let ended = match &mut opened.stream {
-        OutboundStream::Tcp(outbound) => {
-            if !early.is_empty() {
-                outbound.write_all(early).await?;
-            }
-            relay(&mut client, outbound, idle, &mut opened.guard).await?
-        }
-        OutboundStream::Blackhole => swallow(&mut client, idle).await?,
-    };
+    if !early.is_empty() {
+        opened.stream.write_all(early).await?;
+    }
+    let ended = relay(&mut client, &mut opened.stream, idle, &mut opened.guard).await?;
     if ended == Ended::Idle {
         tracing::debug!(
             "connection via {} closed after {} idle",
@@ -309,18 +294,5 @@ mod tests {
         assert!(!kind(io::ErrorKind::Interrupted));
         assert!(should_backoff(&io::Error::from_raw_os_error(24))); // EMFILE
         assert!(kind(io::ErrorKind::OutOfMemory));
-    }
-
-    #[tokio::test]
-    async fn accepted_connections_have_nagle_off() {
-        let socket = listen("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = socket.local_addr().unwrap().as_socket().unwrap();
-        let listener = TcpListener::from_std(std::net::TcpListener::from(socket)).unwrap();
-        let _client = TcpStream::connect(addr).await.unwrap();
-        let (accepted, _) = listener.accept().await.unwrap();
-        assert!(
-            accepted.nodelay().unwrap(),
-            "TCP_NODELAY on the accepted side"
-        );
     }
 }

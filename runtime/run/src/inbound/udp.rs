@@ -9,10 +9,11 @@ use etemenanki_proto::socks::{
     parse_datagram, status, write_datagram_header, ExpectedSender, Request,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
+use etemenanki_transport::Stream;
+use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-use super::socks::unspecified;
+use super::handshake::unspecified;
 use super::Shared;
 use crate::fanout::FanOut;
 
@@ -23,11 +24,11 @@ const HEADROOM: usize = 3 + 1 + 1 + 255 + 2;
 
 pub async fn associate(
     shared: &Shared,
-    mut control: TcpStream,
+    mut control: Stream,
     peer: SocketAddr,
     request: Request,
 ) -> io::Result<()> {
-    let relay_ip = control.local_addr()?.ip();
+    let relay_ip = control.socket().local_addr()?.ip();
     let mut expected = match ExpectedSender::new(Some(peer.ip()), &request.destination, relay_ip) {
         Ok(expected) => expected,
         Err(not_allowed) => {
@@ -44,6 +45,7 @@ pub async fn associate(
     control
         .write_all(&request.reply(status::SUCCEEDED, hub.local_addr()?))
         .await?;
+    control.flush().await?;
 
     let limits = shared.limits.load_full();
     let mut fanout = FanOut::new(

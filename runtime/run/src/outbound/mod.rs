@@ -3,17 +3,18 @@
 //! datagram link.
 
 mod freedom;
+mod handshake;
 mod http;
 mod link;
 mod socks;
 mod socks_udp;
-mod upstream;
+mod stream;
 
 use std::io;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
 use etemenanki_proto::Address;
-use tokio::net::TcpStream;
+use etemenanki_transport::{Connector, Stream};
 
 use crate::dial::Dialer;
 use crate::drain::Drain;
@@ -23,7 +24,7 @@ use freedom::Freedom;
 use http::Http;
 pub use link::DatagramLink;
 use socks::Socks;
-use upstream::UpstreamDialer;
+pub use stream::OutboundStream;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -36,13 +37,6 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
-    Blackhole,
-}
-
-/// The stream a TCP flow is relayed to.
-pub enum OutboundStream {
-    Tcp(TcpStream),
-    /// Reads EOF at once and swallows every write.
     Blackhole,
 }
 
@@ -63,15 +57,11 @@ impl Outbound {
             OutboundProtocol::Blackhole => Kind::Blackhole,
             OutboundProtocol::Socks { upstream, account }
             | OutboundProtocol::Http { upstream, account } => {
-                let upstream = UpstreamDialer::new(
-                    upstream,
-                    account.as_ref(),
-                    dialer.clone(),
-                    dns.servers.clone(),
-                )?;
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                let account = account.as_ref().map(|a| (a.user.clone(), a.pass.expose().clone()));
                 match spec.protocol {
-                    OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(upstream)),
-                    _ => Kind::Http(Http::new(upstream)),
+                    OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
+                    _ => Kind::Http(Http::new(connector, account)),
                 }
             }
             other => {
@@ -109,9 +99,12 @@ impl Outbound {
 
     pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
         match &self.kind {
-            Kind::Freedom(freedom) => freedom.connect(destination).await.map(OutboundStream::Tcp),
-            Kind::Socks(socks) => socks.connect(destination).await.map(OutboundStream::Tcp),
-            Kind::Http(http) => http.connect(destination).await.map(OutboundStream::Tcp),
+            Kind::Freedom(freedom) => freedom
+                .connect(destination)
+                .await
+                .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
+            Kind::Socks(socks) => socks.connect(destination).await,
+            Kind::Http(http) => http.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }

@@ -9,13 +9,14 @@ use std::task::{Context, Poll};
 use etemenanki_proto::socks::{parse_datagram, write_datagram_header};
 use etemenanki_proto::Address;
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::{TcpStream, UdpSocket};
+use etemenanki_transport::Stream;
+use tokio::net::UdpSocket;
 
 /// The receive buffer: the largest UDP payload plus its header.
 const RECV_BUF: usize = 64 * 1024;
 
 pub struct SocksUdp {
-    control: TcpStream,
+    control: Stream,
     socket: UdpSocket,
     relay: SocketAddr,
     closed: bool,
@@ -37,7 +38,7 @@ fn endpoint(addr: SocketAddr) -> SocketAddr {
 }
 
 impl SocksUdp {
-    pub fn new(control: TcpStream, socket: UdpSocket, relay: SocketAddr) -> Self {
+    pub fn new(control: Stream, socket: UdpSocket, relay: SocketAddr) -> Self {
         SocksUdp {
             control,
             socket,

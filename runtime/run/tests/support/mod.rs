@@ -363,14 +363,18 @@ pub fn socks5_connect_from(
     proxy: SocketAddr,
     destination: &Address,
 ) -> io::Result<TcpStream> {
+    use etemenanki_proto::codec::ClientCodec;
+    use etemenanki_proto::socks::client::{Command, Socks5};
     let mut stream = with_timeouts(connect_from(local, proxy)?);
-    stream.write_all(&[5, 1, 0])?;
+    let mut codec = Socks5::new(None, Command::Connect(destination));
+    let mut out = Vec::new();
+    codec.start(&mut out);
+    stream.write_all(&out)?;
+    out.clear();
     let mut two = [0u8; 2];
     stream.read_exact(&mut two)?;
-    assert_eq!(two, [5, 0]);
-    stream.write_all(&etemenanki_proto::socks::client::connect_request(
-        destination,
-    ))?;
+    codec.decode(&two, &mut out)?;
+    stream.write_all(&out)?;
     read_reply(&mut stream)?;
     Ok(stream)
 }

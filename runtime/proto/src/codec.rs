@@ -1,0 +1,126 @@
+//! The two shapes every protocol core takes, so one runtime drives them all.
+//!
+//! - A [`ClientCodec`] is the client half of a proxy protocol: it appends the
+//!   bytes to send into a buffer the caller owns, decodes what the server
+//!   answers and says how many bytes it used. Bytes after the answer belong to
+//!   the stream (a server that speaks first), so the caller keeps them.
+//! - A [`ServerCore`] is the server half: it takes the bytes a client sent
+//!   and the time they arrived, and answers need-more, open-this-flow or
+//!   refuse-with-this-reply. What to send the client once the flow is
+//!   connected, or once the dial failed, is the request's to say
+//!   ([`ServerRequest`]), because it depends on the outcome.
+//!
+//! Neither does I/O or reads a clock: the runtime passes `now`, so a core
+//! with a time or replay window (VMess, Shadowsocks 2022) is tested with
+//! simulated time.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use crate::Address;
+
+/// What a client handshake asks of the runtime once it has written what the
+/// codec appended to the output buffer, and flushed it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ClientStep<R> {
+    /// Read the server's answer and pass it to [`ClientCodec::decode`].
+    Read,
+    /// The stream is open; `R` is what the server's answer said.
+    Open(R),
+}
+
+/// The client half of a proxy protocol's handshake.
+pub trait ClientCodec {
+    type Reply;
+
+    /// The most bytes one call appends to the output buffer: the runtime
+    /// sizes its staging buffer above it.
+    const STAGING_RESERVE: usize;
+
+    /// Appends the first bytes to send.
+    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<Self::Reply>;
+
+    /// Decodes from `input`, the unconsumed bytes the server sent so far.
+    /// `Ok(None)` means more are needed; `Ok(Some((consumed, step)))` says how
+    /// many bytes this answer took and what comes next, having appended any
+    /// bytes of the next round to `out`.
+    fn decode(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> io::Result<Option<(usize, ClientStep<Self::Reply>)>>;
+}
+
+/// Why a client is refused: what to send it before closing, and the reason
+/// for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub reply: Vec<u8>,
+    pub reason: &'static str,
+}
+
+impl Refusal {
+    /// A refusal answered by closing, with nothing sent.
+    pub fn silent(reason: &'static str) -> Self {
+        Refusal {
+            reply: Vec::new(),
+            reason,
+        }
+    }
+}
+
+/// What one call to [`ServerCore::advance`] achieved.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ServerStep<R> {
+    /// `consumed` bytes were used; read more and call again.
+    NeedMore { consumed: usize },
+    /// The request is whole and authenticated; `consumed` bytes were used.
+    /// What follows them is the flow's first payload.
+    Open { consumed: usize, request: R },
+}
+
+/// The network of the flow a request opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowKind {
+    Stream,
+    /// A UDP association: packets routed one by one.
+    Datagrams,
+}
+
+/// The server half of a proxy protocol's handshake, one per connection.
+pub trait ServerCore {
+    type Request: ServerRequest;
+
+    /// Consumes what it can of `input` (the unconsumed bytes read so far,
+    /// which arrived by `now`), appending bytes for the client (a method
+    /// choice, an auth answer) to `out`.
+    fn advance(
+        &mut self,
+        input: &[u8],
+        now: SystemTime,
+        out: &mut Vec<u8>,
+    ) -> Result<ServerStep<Self::Request>, Refusal>;
+}
+
+/// A decoded request, and what it stages for the client on each outcome.
+pub trait ServerRequest {
+    /// Where the flow goes; for a UDP association, where the client says it
+    /// sends from.
+    fn destination(&self) -> &Address;
+
+    fn kind(&self) -> FlowKind;
+
+    /// Bytes the outbound must receive before the client's own (the
+    /// rewritten head of a plain HTTP request).
+    fn first_bytes(&self) -> &[u8] {
+        &[]
+    }
+
+    /// Appends what the client is told once the flow is connected; `bound`
+    /// is the outbound's local address where it has one.
+    fn on_connected(&self, bound: SocketAddr, out: &mut Vec<u8>);
+
+    /// Appends what the client is told when the dial failed with `error`.
+    fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>);
+}
