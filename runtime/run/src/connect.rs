@@ -2,14 +2,14 @@
 
 use std::io;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use etemenanki_ir::route::Network;
 use etemenanki_proto::Address;
 
 use crate::drain::Guard;
-use crate::id::OutboundId;
-use crate::outbound::OutboundStream;
+use crate::outbound::{Outbound, OutboundStream};
 use crate::plane::Plane;
 use crate::route::RouteInput;
 
@@ -23,11 +23,14 @@ pub struct Flow {
 }
 
 /// A dialed flow, guarded by the version of the outbound it was opened on
-/// (for a balanced flow, its member's).
+/// (for a balanced flow, its member's). It holds that version, so whatever
+/// the version shares among its flows (a QUIC connection, a tunnel) lives
+/// as long as the flow, even after a reload replaced it under a `keep`
+/// drain.
 pub struct Opened {
     pub stream: OutboundStream,
     pub guard: Guard,
-    pub id: OutboundId,
+    pub outbound: Arc<Outbound>,
 }
 
 /// Routes `flow` and dials it on the chosen outbound (a balancer picks its
@@ -67,6 +70,6 @@ pub async fn open_stream(
     Ok(Opened {
         stream,
         guard,
-        id: outbound.id.clone(),
+        outbound,
     })
 }

@@ -276,7 +276,7 @@ async fn relay_opened(
     if ended == Ended::Idle {
         tracing::debug!(
             "connection via {} closed after {} idle",
-            opened.id,
+            opened.outbound.id,
             etemenanki_ir::format_duration(idle)
         );
     }

@@ -11,6 +11,7 @@ mod socks_udp;
 mod stream;
 
 use std::io;
+use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
 use etemenanki_proto::Address;
@@ -22,7 +23,7 @@ use crate::id::OutboundId;
 use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
-pub use link::DatagramLink;
+pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
 pub use stream::OutboundStream;
 
@@ -109,20 +110,29 @@ impl Outbound {
         }
     }
 
-    pub async fn connect_datagram(&self) -> io::Result<DatagramLink> {
+    /// Opens a UDP link on this version. The future owns a reference to
+    /// the outbound, as the link it yields does through the fan-out, so a
+    /// connection or tunnel the version shares lives while any flow needs
+    /// it, whatever the drain policy.
+    pub fn connect_datagram(self: &Arc<Self>) -> DatagramFuture {
+        let outbound = self.clone();
+        Box::pin(async move { outbound.open_datagram().await })
+    }
+
+    async fn open_datagram(&self) -> io::Result<OutboundDatagram> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
                 .bind_udp()
-                .map(|udp| DatagramLink::Freedom(Box::new(udp))),
+                .map(|udp| OutboundDatagram::Freedom(Box::new(udp))),
             Kind::Socks(socks) => socks
                 .associate()
                 .await
-                .map(|udp| DatagramLink::Socks(Box::new(udp))),
+                .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
             )),
-            Kind::Blackhole => Ok(DatagramLink::Blackhole),
+            Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
     }
 }
