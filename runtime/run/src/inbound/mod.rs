@@ -102,7 +102,7 @@ impl Inbound {
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
         let accounts = match &spec.protocol {
-            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts } => {
+            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
                 accounts
                     .iter()
                     .map(|a| (a.user.clone(), a.pass.expose().clone()))
