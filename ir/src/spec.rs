@@ -502,9 +502,14 @@ pub enum InboundProtocol {
     Socks {
         accounts: Vec<Account>,
         udp: bool,
+        /// SOCKS over TLS: the TCP control connection is served under TLS;
+        /// UDP relay datagrams stay plain, as in v2ray and sing-box.
+        tls: Option<ServerTls>,
     },
     Http {
         accounts: Vec<Account>,
+        /// An HTTPS proxy (`curl --proxy https://...`).
+        tls: Option<ServerTls>,
     },
     Trojan {
         passwords: Vec<Secret>,

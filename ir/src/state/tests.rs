@@ -68,7 +68,7 @@ fn another_format_version_says_what_it_found_and_needs() {
     bytes[8] = 3;
     assert_eq!(
         DeployedState::decode(&bytes).unwrap_err().to_string(),
-        "state format version 3 is not supported: this build reads version 1"
+        "state format version 3 is not supported: this build reads version 2"
     );
 }
 

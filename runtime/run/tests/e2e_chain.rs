@@ -47,6 +47,7 @@ fn an_upstream_that_refuses_is_a_failed_dial_not_a_stream() {
             user: "u".into(),
             pass: Secret("p".into()),
         }],
+        tls: None,
     };
     let _upstream = Runtime::start(&spec(
         vec![guarded],

@@ -146,9 +146,13 @@ fn accounts_are_required_when_the_inbound_has_them() {
     socks_in.protocol = InboundProtocol::Socks {
         accounts: accounts.clone(),
         udp: false,
+        tls: None,
     };
     let mut http_in = http_inbound("http", http);
-    http_in.protocol = InboundProtocol::Http { accounts };
+    http_in.protocol = InboundProtocol::Http {
+        accounts,
+        tls: None,
+    };
     let _runtime = Runtime::start(&spec(
         vec![socks_in, http_in],
         vec![freedom("direct")],

@@ -8,7 +8,10 @@ use std::time::Duration;
 use socket2::{Domain, SockRef, Socket, Type};
 use tokio::net::TcpStream;
 
+use etemenanki_ir::spec::ServerTls;
+
 use crate::keepalive::set_keepalive;
+use crate::tls::TlsAcceptor;
 use crate::Stream;
 
 const BACKLOG: i32 = 1024;
@@ -34,12 +37,17 @@ pub fn listen(addr: SocketAddr) -> io::Result<Socket> {
     Ok(socket)
 }
 
-/// Built once per inbound from its transport spec.
-pub struct Acceptor {}
+/// Built once per inbound from its transport spec: a certificate or key
+/// that does not load fails the apply, never a connection.
+pub struct Acceptor {
+    tls: Option<TlsAcceptor>,
+}
 
 impl Acceptor {
-    pub fn build() -> io::Result<Acceptor> {
-        Ok(Acceptor {})
+    pub fn build(tls: Option<&ServerTls>) -> io::Result<Acceptor> {
+        Ok(Acceptor {
+            tls: tls.map(TlsAcceptor::build).transpose()?,
+        })
     }
 
     /// The stream of one accepted socket; a layered handshake must finish
@@ -51,8 +59,16 @@ impl Acceptor {
             socket.set_nodelay(true).ok();
             set_keepalive(SockRef::from(&socket));
         }
-        let _ = limit;
-        Ok(Stream::Tcp(socket))
+        let Some(tls) = &self.tls else {
+            return Ok(Stream::Tcp(socket));
+        };
+        match tokio::time::timeout(limit, tls.accept(socket)).await {
+            Ok(session) => Ok(Stream::Tls(Box::new(session?))),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "tls handshake timed out",
+            )),
+        }
     }
 }
 
@@ -69,7 +85,7 @@ mod tests {
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket)).unwrap();
         let _client = TcpStream::connect(addr).await.unwrap();
         let (accepted, _) = listener.accept().await.unwrap();
-        let stream = Acceptor::build()
+        let stream = Acceptor::build(None)
             .unwrap()
             .accept(accepted, Duration::from_secs(10))
             .await

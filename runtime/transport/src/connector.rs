@@ -10,6 +10,7 @@ use socket2::SockRef;
 use crate::dial::Dialer;
 use crate::keepalive::set_keepalive;
 use crate::resolve::{order, Resolver};
+use crate::tls::TlsConnector;
 use crate::Stream;
 
 /// How to reach one proxy server.
@@ -20,13 +21,23 @@ pub struct Connector {
     /// The `servers` resolver of the DNS spec: proxy servers are resolved
     /// directly, never through the route table.
     resolver: Resolver,
+    /// Layered over the TCP connection when the spec carries TLS.
+    tls: Option<TlsConnector>,
 }
 
 impl Connector {
-    /// Checks the spec and prepares everything a dial needs; opens no socket.
+    /// Checks the spec and prepares everything a dial needs, the TLS
+    /// configuration and its CA bundle included; opens no socket.
     pub fn build(upstream: &Upstream, dialer: Dialer, resolver: Resolver) -> io::Result<Self> {
-        match upstream.transport.shape {
-            StreamShape::Tcp => {}
+        let transport = &upstream.transport;
+        let tls = match transport.shape {
+            StreamShape::Tcp => None,
+            StreamShape::Tls => {
+                let spec = transport.tls.as_ref().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "missing tls")
+                })?;
+                Some(TlsConnector::build(spec, &[])?)
+            }
             ref other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -36,12 +47,13 @@ impl Connector {
                     ),
                 ))
             }
-        }
+        };
         Ok(Connector {
             server: upstream.server.clone(),
-            family: upstream.transport.address_family,
+            family: transport.address_family,
             dialer,
             resolver,
+            tls,
         })
     }
 
@@ -74,6 +86,18 @@ impl Connector {
         }
         let tcp = self.dialer.connect_any(&addrs).await?;
         set_keepalive(SockRef::from(&tcp));
-        Ok(Stream::Tcp(tcp))
+        let Some(tls) = &self.tls else {
+            return Ok(Stream::Tcp(tcp));
+        };
+        // A server that takes the connection and never answers the hello
+        // fails the dial in the connect timeout, as a silent address does.
+        let limit = self.dialer.connect_timeout();
+        match tokio::time::timeout(limit, tls.connect(tcp)).await {
+            Ok(session) => Ok(Stream::Tls(Box::new(session?))),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("tls handshake with {} timed out", self.server.host),
+            )),
+        }
     }
 }

@@ -52,6 +52,11 @@ impl Dialer {
         }
     }
 
+    /// The bound on one connect attempt, from the current apply's limits.
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        self.limits.load().connect_timeout
+    }
+
     /// One TCP connect, bounded by the connect timeout.
     pub async fn connect(&self, addr: SocketAddr) -> io::Result<TcpStream> {
         let v6 = addr.is_ipv6();
@@ -62,7 +67,7 @@ impl Dialer {
         if let Some(ip) = self.bind_ip(v6) {
             socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
         }
-        let limit = self.limits.load().connect_timeout;
+        let limit = self.connect_timeout();
         // A relay forwards what it reads at once; Nagle would only add delay.
         socket.set_tcp_nodelay(true)?;
         match tokio::time::timeout(limit, connect_now_or_later(socket, addr)).await {

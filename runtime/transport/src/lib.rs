@@ -19,6 +19,7 @@ mod keepalive;
 mod prefixed;
 pub mod resolve;
 mod stream;
+pub mod tls;
 
 pub use acceptor::{listen, Acceptor};
 pub use connector::Connector;

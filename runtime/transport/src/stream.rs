@@ -7,11 +7,14 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_openssl::SslStream;
 
 /// A closed enum, so the relay can see plain TCP (its splice fast path)
 /// and nothing is boxed but what is far larger than the rest.
 pub enum Stream {
     Tcp(TcpStream),
+    /// Boxed: the TLS session is far larger than a socket.
+    Tls(Box<SslStream<TcpStream>>),
 }
 
 impl Stream {
@@ -19,6 +22,7 @@ impl Stream {
     pub fn socket(&self) -> &TcpStream {
         match self {
             Stream::Tcp(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref(),
         }
     }
 
@@ -27,6 +31,7 @@ impl Stream {
     pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
         match self {
             Stream::Tcp(tcp) => Some(tcp),
+            Stream::Tls(_) => None,
         }
     }
 }
@@ -39,6 +44,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -51,18 +57,21 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_flush(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
         }
     }
 }

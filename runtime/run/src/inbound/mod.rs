@@ -110,9 +110,11 @@ impl Inbound {
         plane: Arc<ArcSwap<Plane>>,
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
-        let (serve, accounts) = match &spec.protocol {
-            InboundProtocol::Socks { accounts, udp } => (Serve::Socks { udp: *udp }, accounts),
-            InboundProtocol::Http { accounts } => (Serve::Http, accounts),
+        let (serve, accounts, tls) = match &spec.protocol {
+            InboundProtocol::Socks { accounts, udp, tls } => {
+                (Serve::Socks { udp: *udp }, accounts, tls)
+            }
+            InboundProtocol::Http { accounts, tls } => (Serve::Http, accounts, tls),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -127,7 +129,7 @@ impl Inbound {
             .iter()
             .map(|a| (a.user.clone(), a.pass.expose().clone()))
             .collect();
-        let acceptor = Acceptor::build()?;
+        let acceptor = Acceptor::build(tls.as_ref())?;
         let socket = match handoff {
             Some(socket) => socket,
             None => listen(spec.listen)?,

@@ -39,6 +39,7 @@ pub fn socks_inbound(tag: &str, port: u16, udp: bool) -> InboundSpec {
         protocol: InboundProtocol::Socks {
             accounts: vec![],
             udp,
+            tls: None,
         },
     }
 }
@@ -48,7 +49,10 @@ pub fn http_inbound(tag: &str, port: u16) -> InboundSpec {
         tag: tag.into(),
         listen: localhost(port),
         sniff: false,
-        protocol: InboundProtocol::Http { accounts: vec![] },
+        protocol: InboundProtocol::Http {
+            accounts: vec![],
+            tls: None,
+        },
     }
 }
 
