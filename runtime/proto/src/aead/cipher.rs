@@ -88,10 +88,7 @@ impl Nonce {
 /// One session key's expanded key schedule. Build it once per key (for
 /// Shadowsocks, once per salt and direction) and seal or open every record
 /// of that session with it.
-pub struct SessionKey {
-    key: LessSafeKey,
-    algorithm: Algorithm,
-}
+pub struct SessionKey(LessSafeKey);
 
 impl SessionKey {
     pub fn new(algorithm: Algorithm, key: &[u8]) -> Result<Self, AeadError> {
@@ -99,14 +96,7 @@ impl SessionKey {
             return Err(AeadError::KeyLength);
         }
         let key = UnboundKey::new(algorithm.ring(), key).map_err(|_| AeadError::KeyLength)?;
-        Ok(Self {
-            key: LessSafeKey::new(key),
-            algorithm,
-        })
-    }
-
-    pub fn algorithm(&self) -> Algorithm {
-        self.algorithm
+        Ok(Self(LessSafeKey::new(key)))
     }
 
     /// Seals `buf` in place: its first `buf.len() - TAG_LEN` bytes are the
@@ -123,7 +113,7 @@ impl SessionKey {
             .split_last_chunk_mut::<TAG_LEN>()
             .ok_or(AeadError::BufferTooSmall)?;
         let tag = self
-            .key
+            .0
             .seal_in_place_separate_tag(
                 RingNonce::assume_unique_for_key(nonce.0),
                 Aad::from(aad),
@@ -147,7 +137,7 @@ impl SessionKey {
             .split_last_chunk_mut::<TAG_LEN>()
             .ok_or(AeadError::BufferTooSmall)?;
         let len = data.len();
-        self.key
+        self.0
             .open_in_place_separate_tag(
                 RingNonce::assume_unique_for_key(nonce.0),
                 Aad::from(aad),
