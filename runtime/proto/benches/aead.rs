@@ -20,8 +20,8 @@ use etemenanki_proto::aead::{
     Algorithm, ChunkOpener, ChunkSealer, Opened, SessionKey, MAX_PAYLOAD, RESERVE, TAG_LEN,
 };
 
-const ROUNDS: usize = 5;
-const ROUND: Duration = Duration::from_millis(60);
+const ROUNDS: usize = 10;
+const ROUND: Duration = Duration::from_millis(30);
 const SIZES: [(usize, &str); 2] = [(16 * 1024, "16 KiB"), (1400, "1.4 KiB")];
 
 /// One library's AEAD for one method, keyed once. `buf` is the message
