@@ -8,7 +8,7 @@
 //! does; then the cost of one sealed 2-byte length record, which every
 //! Shadowsocks chunk pays once more; then whole chunks through
 //! `ChunkSealer` and `ChunkOpener`. Every figure is the best of a few short
-//! rounds, so the whole run takes about half a minute.
+//! rounds, so the whole run takes under half a minute.
 //!
 //! Opening needs the ciphertext back after each open, so every open round
 //! copies the sealed message into place first, for every candidate alike.

@@ -58,7 +58,7 @@ impl From<SsMethod> for Algorithm {
 /// A 12-byte nonce that counts up as a little-endian integer, as
 /// Shadowsocks AEAD does: zero for the first record of a session key, one
 /// more after each record sealed or opened.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Nonce([u8; NONCE_LEN]);
 
 impl Nonce {
