@@ -12,6 +12,7 @@ use etemenanki_ir::spec::Spec;
 
 use crate::plan::encode;
 use crate::support::binaries::ours;
+use crate::support::etemenanki::serve;
 use crate::support::process::{scratch_dir, Process};
 use crate::support::WAIT;
 
@@ -52,10 +53,8 @@ impl Runtime {
         let dir = test_dir();
         let plan = dir.join("plan.bin");
         std::fs::write(&plan, encode(spec)).expect("writing the plan");
-        let mut command = Command::new(ours("etemenanki-run"));
-        command.arg(&plan).args(args).env("RUST_LOG", "debug");
         let runtime = Runtime {
-            process: Process::spawn("etemenanki-run", command, &dir),
+            process: serve(&plan, args, &dir),
             plan,
         };
         for inbound in &spec.inbounds {

@@ -117,14 +117,20 @@ impl Config {
             String::from_utf8_lossy(&out.stderr),
             self.text
         );
-        let mut command = Command::new(ours("etemenanki-run"));
-        command.arg(&plan).env("RUST_LOG", "debug");
-        let mut process = Process::spawn("etemenanki", command, dir);
+        let mut process = serve(&plan, &[], dir);
         for addr in self.listens {
             process.wait_listening(addr);
         }
         process
     }
+}
+
+/// Starts `etemenanki-run` on `plan` (with `args` after it) and debug
+/// logging, its log in `<dir>/etemenanki.log`.
+pub fn serve(plan: &Path, args: &[&str], dir: &Path) -> Process {
+    let mut command = Command::new(ours("etemenanki-run"));
+    command.arg(plan).args(args).env("RUST_LOG", "debug");
+    Process::spawn("etemenanki", command, dir)
 }
 
 impl Process {
