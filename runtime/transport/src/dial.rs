@@ -116,7 +116,7 @@ impl Dialer {
 async fn connect_now_or_later(socket: Socket, addr: SocketAddr) -> io::Result<TcpStream> {
     match socket.connect(&SockAddr::from(addr)) {
         Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INPROGRESS.raw_os_error()) => {}
         Err(e) => return Err(e),
     }
     let stream = TcpStream::from_std(std::net::TcpStream::from(socket))?;

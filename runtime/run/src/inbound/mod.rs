@@ -186,7 +186,11 @@ impl Drop for Inbound {
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
     let sessions = shared.admission.sessions.clone();
     let handshakes = shared.admission.handshakes.clone();
-    tracing::info!("inbound {} listening on {}", shared.tag, shared.spec.listen);
+    tracing::info!(
+        "inbound {} listening on {}",
+        shared.tag,
+        listener.local_addr().unwrap_or(shared.spec.listen)
+    );
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(accepted) => accepted,

@@ -2,9 +2,13 @@
 //!
 //! Ours are found next to the test executable: cargo puts test executables
 //! in `target/<profile>/deps/` and binaries in `target/<profile>/`, and
-//! `cargo test --workspace` builds every workspace binary first. A missing
-//! one is a build problem, so it fails the test; building it here with a
-//! nested cargo would fight the outer one for the target directory.
+//! `cargo test --workspace` builds the binaries of every package that has an
+//! integration test (compiler/tests for `etc`, runtime/run/tests/binary.rs
+//! for `etemenanki-run`) before it runs any test. `CARGO_BIN_EXE_*` would
+//! name them only for tests of their own package, and a dependency on a
+//! binary (an artifact dependency) is unstable. A missing one is a build
+//! problem, so it fails the test; building it here with a nested cargo
+//! would fight the outer one for the target directory.
 //!
 //! A missing peer is the machine's business: locally the test says so and
 //! skips, under `CI=true` (where `.ci/run` installs the peers) it fails.

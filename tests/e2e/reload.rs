@@ -1,16 +1,18 @@
 //! Reloads: the plan file replaced (or SIGHUP), planned with the planner
 //! `etc plan` uses, and applied atomically.
 
-#[allow(dead_code)]
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 
 use etemenanki_ir::spec::{AddressFamily, DrainPolicy, OutboundProtocol, OutboundSpec, Spec};
-use etemenanki_proto::Address;
-use support::*;
+
+use crate::plan::*;
+use crate::runtime::{run_plan_bytes, Runtime};
+use crate::support::binaries::ours;
+use crate::support::client::{exchange, socks5_connect, Association};
+use crate::support::servers::{http_origin, tcp_echo, udp_named};
+use crate::support::WAIT;
 
 /// One round trip on an open flow; empty when the flow was closed.
 fn echo_once(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {
@@ -37,23 +39,22 @@ fn direct(family: AddressFamily, drain: DrainPolicy) -> OutboundSpec {
 #[test]
 fn a_route_change_reaches_the_next_udp_packet_but_not_an_established_tcp_flow() {
     let echo = tcp_echo();
-    let peer = udp_echo("peer");
-    let port = free_port();
-    let inbounds = vec![socks_inbound("in", port, true)];
+    let peer = udp_named("peer");
+    let inbounds = vec![socks_inbound("in", true)];
     let outbounds = vec![freedom("direct"), blackhole("block")];
     let runtime = Runtime::start(&spec(inbounds.clone(), outbounds.clone(), vec![], "direct"));
-    let mut tcp = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut tcp = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(echo_once(&mut tcp, b"before"), b"before");
-    let association = Association::any(localhost(port));
+    let association = Association::any(runtime.addr("in"));
     assert_eq!(
-        ask(&association, peer, b"1"),
+        association.ask(peer, b"1"),
         Some((peer, b"peer:1".to_vec()))
     );
 
     let applied = runtime.reload(&spec(inbounds, outbounds, vec![], "block"));
     assert!(applied.contains("reload: applied epoch 1"), "{applied}");
     assert_eq!(
-        ask(&association, peer, b"2"),
+        association.ask(peer, b"2"),
         None,
         "the next packet routes on the new plane"
     );
@@ -67,15 +68,14 @@ fn a_route_change_reaches_the_next_udp_packet_but_not_an_established_tcp_flow() 
 #[test]
 fn a_changed_outbound_keeps_its_old_flows_unless_drained_with_close() {
     let echo = tcp_echo();
-    let port = free_port();
-    let inbounds = vec![socks_inbound("in", port, false)];
+    let inbounds = vec![socks_inbound("in", false)];
     let runtime = Runtime::start(&spec(
         inbounds.clone(),
         vec![direct(AddressFamily::Auto, DrainPolicy::Keep)],
         vec![],
         "direct",
     ));
-    let mut on_v1 = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut on_v1 = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(echo_once(&mut on_v1, b"v1"), b"v1");
 
     // v2 replaces v1, which is drained with keep: its flow runs on.
@@ -90,7 +90,7 @@ fn a_changed_outbound_keeps_its_old_flows_unless_drained_with_close() {
         "{applied}"
     );
     assert_eq!(echo_once(&mut on_v1, b"v1 again"), b"v1 again");
-    let mut on_v2 = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut on_v2 = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(echo_once(&mut on_v2, b"v2"), b"v2");
 
     // v3 replaces v2, which is drained with close: its flow is closed.
@@ -107,15 +107,14 @@ fn a_changed_outbound_keeps_its_old_flows_unless_drained_with_close() {
     runtime.wait_for_log("the outbound this flow was opened on was drained");
     assert_eq!(echo_once(&mut on_v2, b"v2 again"), b"");
     assert_eq!(echo_once(&mut on_v1, b"v1 still"), b"v1 still");
-    let mut on_v3 = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut on_v3 = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(echo_once(&mut on_v3, b"v3"), b"v3");
 }
 
 #[test]
 fn a_plan_that_fails_to_load_or_build_keeps_the_current_config() {
     let echo = tcp_echo();
-    let port = free_port();
-    let inbounds = vec![socks_inbound("in", port, false)];
+    let inbounds = vec![socks_inbound("in", false)];
     let runtime = Runtime::start(&spec(
         inbounds.clone(),
         vec![freedom("direct")],
@@ -131,7 +130,7 @@ fn a_plan_that_fails_to_load_or_build_keeps_the_current_config() {
 
     // An inbound that cannot listen fails the prepare phase.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut busy = socks_inbound("busy", taken.local_addr().unwrap().port(), false);
+    let mut busy = socks_inbound("busy", false);
     busy.listen = taken.local_addr().unwrap();
     let mut inbounds_with_busy = inbounds.clone();
     inbounds_with_busy.push(busy);
@@ -147,22 +146,21 @@ fn a_plan_that_fails_to_load_or_build_keeps_the_current_config() {
         ),
         "{failed}"
     );
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(exchange(&mut stream, b"still direct"), b"still direct");
 }
 
 #[test]
 fn sighup_reloads_and_an_unchanged_inbound_keeps_its_connections() {
     let echo = tcp_echo();
-    let port = free_port();
-    let inbounds = vec![socks_inbound("in", port, false)];
+    let inbounds = vec![socks_inbound("in", false)];
     let runtime = Runtime::start(&spec(
         inbounds.clone(),
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let mut open = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut open = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(echo_once(&mut open, b"one"), b"one");
     runtime.signal("HUP");
     runtime.wait_for_log("reload: SIGHUP");
@@ -181,9 +179,8 @@ fn steps(lines: impl Iterator<Item = String>) -> Vec<String> {
 
 #[test]
 fn the_steps_the_runtime_logs_for_a_reload_are_the_steps_etc_plan_showed() {
-    let etc = etc_binary();
-    let port = free_port();
-    let inbounds = vec![socks_inbound("in", port, false)];
+    let etc = ours("etc");
+    let inbounds = vec![socks_inbound("in", false)];
     let first = spec(
         inbounds.clone(),
         vec![freedom("direct"), blackhole("block")],
@@ -247,15 +244,14 @@ fn the_steps_the_runtime_logs_for_a_reload_are_the_steps_etc_plan_showed() {
 #[test]
 fn a_limits_change_reaches_a_reused_inbound() {
     let echo = tcp_echo();
-    let port = free_port();
     let before = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     );
     let runtime = Runtime::start(&before);
-    let mut held = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut held = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(echo_once(&mut held, b"held"), b"held");
 
     let mut after = before.clone();
@@ -266,7 +262,7 @@ fn a_limits_change_reaches_a_reused_inbound() {
         "{applied}"
     );
     // The held connection takes the only slot: the next one is dropped.
-    let mut refused = TcpStream::connect(localhost(port)).unwrap();
+    let mut refused = TcpStream::connect(runtime.addr("in")).unwrap();
     refused.set_read_timeout(Some(WAIT)).unwrap();
     let mut buf = [0u8; 1];
     assert!(matches!(refused.read(&mut buf), Ok(0) | Err(_)));
@@ -277,19 +273,19 @@ fn a_limits_change_reaches_a_reused_inbound() {
 #[test]
 fn a_changed_inbound_takes_over_its_address_and_ends_the_old_connections() {
     let echo = tcp_echo();
-    let web = http_server("through the new inbound");
-    let port = free_port();
+    let web = http_origin(b"through the new inbound");
     let runtime = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let mut old = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let address = runtime.addr("in");
+    let mut old = socks5_connect(address, echo, None).unwrap();
     assert_eq!(echo_once(&mut old, b"old"), b"old");
 
     let applied = runtime.reload(&spec(
-        vec![http_inbound("in", port)],
+        vec![http_inbound("in")],
         vec![freedom("direct")],
         vec![],
         "direct",
@@ -306,7 +302,7 @@ fn a_changed_inbound_takes_over_its_address_and_ends_the_old_connections() {
             "--max-time",
             "10",
             "--proxy",
-            &format!("http://127.0.0.1:{port}"),
+            &format!("http://{address}"),
             &url,
         ])
         .output()
@@ -319,19 +315,20 @@ fn a_changed_inbound_takes_over_its_address_and_ends_the_old_connections() {
 
 #[test]
 fn a_second_runtime_on_a_taken_address_is_refused() {
-    let port = free_port();
-    let spec = spec(
-        vec![socks_inbound("in", port, false)],
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     );
-    let _first = Runtime::start(&spec);
+    let first = Runtime::start(&spec);
+    let taken = first.addr("in");
+    spec.inbounds[0].listen = taken;
     let (status, stderr) = run_plan_bytes(&etemenanki_ir::encode::encode(&spec, b"", "t"));
     assert!(!status.success());
     assert!(
         stderr.contains(&format!(
-            "building inbound in@v1 failed: cannot listen on 127.0.0.1:{port}"
+            "building inbound in@v1 failed: cannot listen on {taken}"
         )),
         "{stderr}"
     );

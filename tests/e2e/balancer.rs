@@ -1,9 +1,6 @@
 //! Balancers end to end: health from TCP probes moves traffic between
 //! members.
 
-#[allow(dead_code)]
-mod support;
-
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,8 +8,12 @@ use std::thread;
 use std::time::Duration;
 
 use etemenanki_ir::spec::{BalancerSpec, Strategy};
-use etemenanki_proto::Address;
-use support::*;
+
+use crate::plan::*;
+use crate::runtime::Runtime;
+use crate::support::client::{exchange, socks5_connect};
+use crate::support::servers::{free_addr, tcp_echo};
+use crate::support::WAIT;
 
 /// A server that accepts TCP and closes at once: its probe succeeds while
 /// every proxied flow through it fails. Stops listening when `stop` is set.
@@ -35,9 +36,8 @@ fn accept_and_close(stop: Arc<AtomicBool>) -> SocketAddr {
 fn traffic_moves_off_a_member_that_stops_answering() {
     let echo = tcp_echo();
     // The working member is a second runtime: a SOCKS server on freedom.
-    let upstream_port = free_port();
-    let _upstream = Runtime::start(&spec(
-        vec![socks_inbound("up", upstream_port, false)],
+    let upstream = Runtime::start(&spec(
+        vec![socks_inbound("up", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
@@ -45,12 +45,11 @@ fn traffic_moves_off_a_member_that_stops_answering() {
     let stop = Arc::new(AtomicBool::new(false));
     let broken = accept_and_close(stop.clone());
 
-    let port = free_port();
     let mut spec = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![
             socks_outbound("first", broken),
-            socks_outbound("second", localhost(upstream_port)),
+            socks_outbound("second", upstream.addr("up")),
         ],
         vec![],
         "pool",
@@ -63,14 +62,15 @@ fn traffic_moves_off_a_member_that_stops_answering() {
         probe_timeout: Duration::from_secs(1),
     });
     let runtime = Runtime::start(&spec);
+    let proxy = runtime.addr("in");
 
     // The first member accepts TCP, so it probes healthy and failover sends
     // flows to it, where they fail.
-    assert!(socks5_connect(localhost(port), &Address::Ip(echo)).is_err());
+    assert!(socks5_connect(proxy, echo, None).is_err());
 
     stop.store(true, Ordering::Relaxed);
     runtime.wait_for_log("balancer member first is now down");
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect(proxy, echo, None).unwrap();
     assert_eq!(
         exchange(&mut stream, b"via the second member"),
         b"via the second member"
@@ -80,16 +80,14 @@ fn traffic_moves_off_a_member_that_stops_answering() {
 #[test]
 fn a_reused_balancer_keeps_its_health_and_a_rebuilt_one_relearns_it() {
     let echo = tcp_echo();
-    let upstream_port = free_port();
-    let _upstream = Runtime::start(&spec(
-        vec![socks_inbound("up", upstream_port, false)],
+    let upstream = Runtime::start(&spec(
+        vec![socks_inbound("up", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
     // Nothing listens on the first member's port: it probes down at once.
-    let dead = localhost(free_port());
-    let port = free_port();
+    let dead = free_addr();
     let pool = |interval: u64| BalancerSpec {
         tag: "pool".into(),
         members: vec!["first".into(), "second".into()],
@@ -98,10 +96,10 @@ fn a_reused_balancer_keeps_its_health_and_a_rebuilt_one_relearns_it() {
         probe_timeout: Duration::from_secs(1),
     };
     let mut first_spec = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![
             socks_outbound("first", dead),
-            socks_outbound("second", localhost(upstream_port)),
+            socks_outbound("second", upstream.addr("up")),
             blackhole("block"),
         ],
         vec![],
@@ -109,6 +107,7 @@ fn a_reused_balancer_keeps_its_health_and_a_rebuilt_one_relearns_it() {
     );
     first_spec.balancers.push(pool(60));
     let runtime = Runtime::start(&first_spec);
+    let proxy = runtime.addr("in");
     runtime.wait_for_log("balancer member first is now down");
     let downs = |log: String| log.matches("balancer member first is now down").count();
 
@@ -128,7 +127,7 @@ fn a_reused_balancer_keeps_its_health_and_a_rebuilt_one_relearns_it() {
         applied.contains("apply: = balancer pool  v1  unchanged"),
         "{applied}"
     );
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect(proxy, echo, None).unwrap();
     assert_eq!(exchange(&mut stream, b"kept"), b"kept");
     assert_eq!(downs(runtime.log()), 1);
 

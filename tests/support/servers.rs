@@ -7,7 +7,10 @@ use std::thread;
 
 use super::WAIT;
 
-/// A port nothing listens on right now (bound, then released).
+/// A port nothing listens on right now (bound, then released): for a peer
+/// whose configuration must name its port, and for a destination that must
+/// refuse. Our runtime needs none: it listens on port 0 and logs the address
+/// it bound (see `Process::listening`).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -83,6 +86,22 @@ pub fn udp_echo(ip: Ipv4Addr) -> SocketAddr {
         let mut buf = [0u8; 65536];
         while let Ok((n, from)) = socket.recv_from(&mut buf) {
             let _ = socket.send_to(&buf[..n], from);
+        }
+    });
+    addr
+}
+
+/// A UDP server on 127.0.0.1 that answers every datagram with
+/// `<name>:<payload>`, so that a reply says which server it came from.
+pub fn udp_named(name: &'static str) -> SocketAddr {
+    let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("binding a loopback udp server");
+    let addr = socket.local_addr().expect("a bound address");
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let mut reply = format!("{name}:").into_bytes();
+            reply.extend_from_slice(&buf[..n]);
+            let _ = socket.send_to(&reply, from);
         }
     });
     addr

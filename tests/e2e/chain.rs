@@ -1,38 +1,33 @@
 //! Proxy outbounds: one runtime relaying through another over SOCKS5 and
 //! HTTP CONNECT.
 
-#[allow(dead_code)]
-mod support;
-
 use etemenanki_ir::spec::{Account, InboundProtocol, OutboundProtocol, Secret};
-use etemenanki_proto::Address;
-use support::*;
+
+use crate::plan::*;
+use crate::runtime::Runtime;
+use crate::support::client::{exchange, socks5_connect, Association};
+use crate::support::servers::{tcp_echo, udp_named};
 
 #[test]
 fn flows_chain_through_upstream_socks_and_http_proxies() {
     let echo = tcp_echo();
-    let (up_socks, up_http) = (free_port(), free_port());
-    let _upstream = Runtime::start(&spec(
-        vec![
-            socks_inbound("socks", up_socks, false),
-            http_inbound("http", up_http),
-        ],
+    let upstream = Runtime::start(&spec(
+        vec![socks_inbound("socks", false), http_inbound("http")],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
     for outbound in [
-        socks_outbound("next", localhost(up_socks)),
-        http_outbound("next", localhost(up_http)),
+        socks_outbound("next", upstream.addr("socks")),
+        http_outbound("next", upstream.addr("http")),
     ] {
-        let port = free_port();
-        let _front = Runtime::start(&spec(
-            vec![socks_inbound("in", port, false)],
+        let front = Runtime::start(&spec(
+            vec![socks_inbound("in", false)],
             vec![outbound],
             vec![],
             "next",
         ));
-        let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+        let mut stream = socks5_connect(front.addr("in"), echo, None).unwrap();
         assert_eq!(exchange(&mut stream, b"two hops"), b"two hops");
     }
 }
@@ -40,8 +35,7 @@ fn flows_chain_through_upstream_socks_and_http_proxies() {
 #[test]
 fn an_upstream_that_refuses_is_a_failed_dial_not_a_stream() {
     let echo = tcp_echo();
-    let up_http = free_port();
-    let mut guarded = http_inbound("http", up_http);
+    let mut guarded = http_inbound("http");
     guarded.protocol = InboundProtocol::Http {
         accounts: vec![Account {
             user: "u".into(),
@@ -49,62 +43,59 @@ fn an_upstream_that_refuses_is_a_failed_dial_not_a_stream() {
         }],
         tls: None,
     };
-    let _upstream = Runtime::start(&spec(
+    let upstream = Runtime::start(&spec(
         vec![guarded],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let port = free_port();
+    let up_http = upstream.addr("http");
     let front = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
-        vec![http_outbound("next", localhost(up_http))],
+        vec![socks_inbound("in", false)],
+        vec![http_outbound("next", up_http)],
         vec![],
         "next",
     ));
-    let err = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap_err();
+    let err = socks5_connect(front.addr("in"), echo, None).unwrap_err();
     assert_eq!(err.to_string(), "socks reply 5");
     front.wait_for_log("http: the proxy answered CONNECT with 407");
 
     // With the account the same upstream opens the tunnel.
-    let mut with_account = http_outbound("next", localhost(up_http));
+    let mut with_account = http_outbound("next", up_http);
     if let OutboundProtocol::Http { account, .. } = &mut with_account.protocol {
         *account = Some(Account {
             user: "u".into(),
             pass: Secret("p".into()),
         });
     }
-    let port = free_port();
-    let _front = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+    let front = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
         vec![with_account],
         vec![],
         "next",
     ));
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect(front.addr("in"), echo, None).unwrap();
     assert_eq!(exchange(&mut stream, b"authorized"), b"authorized");
 }
 
 #[test]
 fn udp_chains_through_an_upstream_socks_association() {
-    let peers = [udp_echo("a"), udp_echo("b")];
-    let up = free_port();
-    let _upstream = Runtime::start(&spec(
-        vec![socks_inbound("up", up, true)],
+    let peers = [udp_named("a"), udp_named("b")];
+    let upstream = Runtime::start(&spec(
+        vec![socks_inbound("up", true)],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let port = free_port();
-    let _front = Runtime::start(&spec(
-        vec![socks_inbound("in", port, true)],
-        vec![socks_outbound("next", localhost(up))],
+    let front = Runtime::start(&spec(
+        vec![socks_inbound("in", true)],
+        vec![socks_outbound("next", upstream.addr("up"))],
         vec![],
         "next",
     ));
-    let association = Association::any(localhost(port));
+    let association = Association::any(front.addr("in"));
     for (peer, name) in peers.iter().zip(["a", "b"]) {
         let expected = format!("{name}:hop").into_bytes();
-        assert_eq!(ask(&association, *peer, b"hop"), Some((*peer, expected)));
+        assert_eq!(association.ask(*peer, b"hop"), Some((*peer, expected)));
     }
 }

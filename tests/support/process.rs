@@ -3,7 +3,7 @@
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use super::WAIT;
 pub fn scratch_dir(test: &str) -> PathBuf {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "etemenanki-interop-{}-{}-{test}",
+        "etemenanki-test-{}-{}-{test}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
@@ -34,10 +34,24 @@ pub struct Process {
 
 impl Process {
     /// Spawns `command` with stdout and stderr in `<dir>/<name>.log`.
-    pub fn spawn(name: &str, mut command: Command, dir: &Path) -> Process {
+    pub fn spawn(name: &str, command: Command, dir: &Path) -> Process {
+        Process::spawn_logging(name, command, dir, true)
+    }
+
+    /// As [`Process::spawn`], with only stderr in the log and stdout
+    /// discarded: for a check of exactly what a process says on stderr.
+    pub fn spawn_stderr(name: &str, command: Command, dir: &Path) -> Process {
+        Process::spawn_logging(name, command, dir, false)
+    }
+
+    fn spawn_logging(name: &str, mut command: Command, dir: &Path, stdout: bool) -> Process {
         let log = dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log).expect("creating a log file");
-        let err = out.try_clone().expect("cloning a log file handle");
+        let err = std::fs::File::create(&log).expect("creating a log file");
+        let out = if stdout {
+            Stdio::from(err.try_clone().expect("cloning a log file handle"))
+        } else {
+            Stdio::null()
+        };
         let child = command
             .process_group(0)
             .stdin(Stdio::null())
@@ -102,6 +116,37 @@ impl Process {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends the signal `name` (`HUP`, `TERM`, ...) to the process.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill -{name} {} failed", self.pid());
+    }
+
+    /// Waits (bounded) for the process to exit on its own and returns its
+    /// status; one still running after [`WAIT`] fails the test.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            if let Some(status) = self.child.try_wait().expect("polling a child") {
+                return status;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "{} did not exit within {WAIT:?}; log:\n{}",
+            self.name,
+            self.log()
+        );
     }
 }
 

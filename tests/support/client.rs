@@ -18,7 +18,23 @@ pub struct Login<'a> {
 }
 
 fn connect(proxy: SocketAddr) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect_timeout(&proxy, WAIT)?;
+    with_timeouts(TcpStream::connect_timeout(&proxy, WAIT)?)
+}
+
+/// Connects to `proxy` from the local IP `from` (a loopback address other
+/// than 127.0.0.1, say), on an ephemeral port.
+fn connect_from(from: IpAddr, proxy: SocketAddr) -> io::Result<TcpStream> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(proxy),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect_timeout(&proxy.into(), WAIT)?;
+    with_timeouts(socket.into())
+}
+
+fn with_timeouts(stream: TcpStream) -> io::Result<TcpStream> {
     stream.set_read_timeout(Some(WAIT))?;
     stream.set_write_timeout(Some(WAIT))?;
     Ok(stream)
@@ -57,7 +73,7 @@ fn socks5_greet(stream: &mut TcpStream, login: Option<Login>) -> io::Result<()> 
 /// address; a non-zero reply is an error naming it.
 fn socks5_request(stream: &mut TcpStream, command: u8, addr: SocketAddr) -> io::Result<SocketAddr> {
     let IpAddr::V4(ip) = addr.ip() else {
-        panic!("the interop tests use IPv4 loopback only")
+        panic!("the tests use IPv4 loopback only")
     };
     let mut request = vec![5, command, 0, 1];
     request.extend_from_slice(&ip.octets());
@@ -104,6 +120,19 @@ pub fn socks5_connect(
     Ok(stream)
 }
 
+/// As [`socks5_connect`], from the local IP `from`.
+pub fn socks5_connect_from(
+    from: IpAddr,
+    proxy: SocketAddr,
+    target: SocketAddr,
+    login: Option<Login>,
+) -> io::Result<TcpStream> {
+    let mut stream = connect_from(from, proxy)?;
+    socks5_greet(&mut stream, login)?;
+    socks5_request(&mut stream, 1, target)?;
+    Ok(stream)
+}
+
 /// A SOCKS5 UDP association: the control connection must stay open while
 /// the socket is used.
 pub struct Association {
@@ -117,10 +146,38 @@ impl Association {
     /// address up front.
     pub fn open(proxy: SocketAddr) -> io::Result<Association> {
         let socket = UdpSocket::bind("127.0.0.1:0")?;
+        let named = socket.local_addr()?;
+        Association::open_on(proxy, socket, named)
+    }
+
+    /// Opens an association from a UDP socket bound to `local` (its IP is
+    /// the control connection's too), naming `requested` as the client's
+    /// address in the request, whatever it is (`0.0.0.0:0`: none).
+    pub fn open_from(
+        proxy: SocketAddr,
+        local: SocketAddr,
+        requested: SocketAddr,
+    ) -> io::Result<Association> {
+        Association::open_on(proxy, UdpSocket::bind(local)?, requested)
+    }
+
+    /// An association from 127.0.0.1 that names no address
+    /// (`0.0.0.0:0`) in its request.
+    pub fn any(proxy: SocketAddr) -> Association {
+        let none = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
+        Association::open_from(proxy, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), none)
+            .expect("opening a udp association")
+    }
+
+    fn open_on(
+        proxy: SocketAddr,
+        socket: UdpSocket,
+        requested: SocketAddr,
+    ) -> io::Result<Association> {
         socket.set_read_timeout(Some(Duration::from_millis(500)))?;
-        let mut control = connect(proxy)?;
+        let mut control = connect_from(socket.local_addr()?.ip(), proxy)?;
         socks5_greet(&mut control, None)?;
-        let mut relay = socks5_request(&mut control, 3, socket.local_addr()?)?;
+        let mut relay = socks5_request(&mut control, 3, requested)?;
         if relay.ip().is_unspecified() {
             relay.set_ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
         }
@@ -131,38 +188,66 @@ impl Association {
         })
     }
 
+    /// Where the proxy relays this association's datagrams.
+    pub fn relay(&self) -> SocketAddr {
+        self.relay
+    }
+
+    /// Sends one datagram for `target` through the relay.
+    pub fn send(&self, target: SocketAddr, payload: &[u8]) {
+        send_via(&self.socket, self.relay, target, payload);
+    }
+
+    /// The next reply's source and payload, or `None` within the socket's
+    /// read timeout (500 ms).
+    pub fn recv(&self) -> Option<(SocketAddr, Vec<u8>)> {
+        recv_via(&self.socket)
+    }
+
     /// Sends `payload` to `target` until a reply comes back (datagrams may
     /// be lost), at most five times; returns the reply's source and payload.
     pub fn ask(&self, target: SocketAddr, payload: &[u8]) -> Option<(SocketAddr, Vec<u8>)> {
-        let IpAddr::V4(ip) = target.ip() else {
-            panic!("the interop tests use IPv4 loopback only")
-        };
-        let mut datagram = vec![0, 0, 0, 1];
-        datagram.extend_from_slice(&ip.octets());
-        datagram.extend_from_slice(&target.port().to_be_bytes());
-        datagram.extend_from_slice(payload);
-        let mut buf = vec![0u8; 65536];
         for _ in 0..5 {
-            self.socket
-                .send_to(&datagram, self.relay)
-                .expect("sending to the udp relay");
-            let Ok((n, _)) = self.socket.recv_from(&mut buf) else {
-                continue;
-            };
-            let reply = &buf[..n];
-            assert!(
-                n >= 10 && reply[3] == 1,
-                "an unexpected udp reply header {:?}",
-                &reply[..n.min(10)]
-            );
-            let from = SocketAddr::from((
-                [reply[4], reply[5], reply[6], reply[7]],
-                u16::from_be_bytes([reply[8], reply[9]]),
-            ));
-            return Some((from, reply[10..].to_vec()));
+            self.send(target, payload);
+            if let Some(reply) = self.recv() {
+                return Some(reply);
+            }
         }
         None
     }
+}
+
+/// Sends `payload` for `target` to a SOCKS5 UDP `relay` from any `socket`
+/// (one that belongs to no association, to test that it is not heard).
+pub fn send_via(socket: &UdpSocket, relay: SocketAddr, target: SocketAddr, payload: &[u8]) {
+    let IpAddr::V4(ip) = target.ip() else {
+        panic!("the tests use IPv4 loopback only")
+    };
+    let mut datagram = vec![0, 0, 0, 1];
+    datagram.extend_from_slice(&ip.octets());
+    datagram.extend_from_slice(&target.port().to_be_bytes());
+    datagram.extend_from_slice(payload);
+    socket
+        .send_to(&datagram, relay)
+        .expect("sending to the udp relay");
+}
+
+/// The next SOCKS5 UDP reply on `socket`, as its source and payload, or
+/// `None` within the socket's read timeout.
+pub fn recv_via(socket: &UdpSocket) -> Option<(SocketAddr, Vec<u8>)> {
+    let mut buf = vec![0u8; 65536];
+    let (n, _) = socket.recv_from(&mut buf).ok()?;
+    let reply = &buf[..n];
+    assert!(
+        n >= 10 && reply[3] == 1,
+        "an unexpected udp reply header {:?}",
+        &reply[..n.min(10)]
+    );
+    let from = SocketAddr::from((
+        [reply[4], reply[5], reply[6], reply[7]],
+        u16::from_be_bytes([reply[8], reply[9]]),
+    ));
+    Some((from, reply[10..].to_vec()))
 }
 
 /// An HTTP CONNECT through `proxy` to `target`, with Basic proxy
@@ -216,6 +301,18 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Sends `payload`, half-closes, and reads until the peer closes (bounded
+/// by the read timeout); returns what came back.
+pub fn exchange(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {
+    stream.write_all(payload).expect("writing the payload");
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("half-closing");
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    got
 }
 
 /// `len` bytes that differ from one position to the next, so that a lost,

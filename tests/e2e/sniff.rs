@@ -1,17 +1,16 @@
 //! A sniffed domain routes an IP-addressed flow, while the dial still goes to
 //! the requested address.
 
-#[allow(dead_code)]
-mod support;
-
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 
-use etemenanki_proto::Address;
-use support::*;
+use crate::plan::*;
+use crate::runtime::Runtime;
+use crate::support::client::socks5_connect;
+use crate::support::servers::tcp_echo;
 
-fn sniffing_runtime(port: u16, sniff: bool) -> Runtime {
-    let mut inbound = socks_inbound("in", port, false);
+fn sniffing_runtime(sniff: bool) -> Runtime {
+    let mut inbound = socks_inbound("in", false);
     inbound.sniff = sniff;
     let mut blocked = rule("block");
     blocked.domain_suffix = vec!["blocked.example".into()];
@@ -25,8 +24,8 @@ fn sniffing_runtime(port: u16, sniff: bool) -> Runtime {
 
 /// Sends `first` through the proxy to the echo server and returns what
 /// comes back before the close.
-fn through(port: u16, echo: SocketAddr, first: &[u8]) -> Vec<u8> {
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+fn through(runtime: &Runtime, echo: SocketAddr, first: &[u8]) -> Vec<u8> {
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     stream.write_all(first).unwrap();
     let mut got = vec![0u8; first.len()];
     match stream.read_exact(&mut got) {
@@ -38,33 +37,33 @@ fn through(port: u16, echo: SocketAddr, first: &[u8]) -> Vec<u8> {
 #[test]
 fn an_http_host_routes_an_ip_addressed_flow() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = sniffing_runtime(port, true);
+    let runtime = sniffing_runtime(true);
     let blocked = b"GET / HTTP/1.1\r\nHost: www.blocked.example\r\n\r\n";
     let allowed = b"GET / HTTP/1.1\r\nHost: www.allowed.example\r\n\r\n";
-    assert_eq!(through(port, echo, blocked), b"");
+    assert_eq!(through(&runtime, echo, blocked), b"");
     // The dial goes to the requested IP: the echo server answers although
     // the name does not resolve.
-    assert_eq!(through(port, echo, allowed), allowed);
+    assert_eq!(through(&runtime, echo, allowed), allowed);
 }
 
 #[test]
 fn a_tls_sni_routes_an_ip_addressed_flow() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = sniffing_runtime(port, true);
-    assert_eq!(through(port, echo, &client_hello("blocked.example")), b"");
+    let runtime = sniffing_runtime(true);
+    assert_eq!(
+        through(&runtime, echo, &client_hello("blocked.example")),
+        b""
+    );
     let allowed = client_hello("allowed.example");
-    assert_eq!(through(port, echo, &allowed), allowed);
+    assert_eq!(through(&runtime, echo, &allowed), allowed);
 }
 
 #[test]
 fn turning_sniffing_off_stops_the_domain_rule_matching() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = sniffing_runtime(port, false);
+    let runtime = sniffing_runtime(false);
     let blocked = b"GET / HTTP/1.1\r\nHost: www.blocked.example\r\n\r\n";
-    assert_eq!(through(port, echo, blocked), blocked);
+    assert_eq!(through(&runtime, echo, blocked), blocked);
 }
 
 /// A minimal TLS 1.2 ClientHello record with one SNI extension.

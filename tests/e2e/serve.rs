@@ -2,17 +2,18 @@
 //! real clients (curl among them), blackhole, the handshake watchdog and
 //! shutdown.
 
-#[allow(dead_code)]
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use etemenanki_ir::spec::{Account, BalancerSpec, InboundProtocol, Secret, Strategy};
-use etemenanki_proto::Address;
-use support::*;
+
+use crate::plan::*;
+use crate::runtime::{run_plan_bytes, Runtime};
+use crate::support::client::{exchange, socks5_connect};
+use crate::support::servers::{free_addr, http_origin, tcp_echo};
+use crate::support::WAIT;
 
 #[test]
 fn a_corrupt_truncated_or_foreign_plan_is_refused_with_one_line() {
@@ -42,14 +43,13 @@ fn a_corrupt_truncated_or_foreign_plan_is_refused_with_one_line() {
 #[test]
 fn socks5_relays_both_ways_with_half_close() {
     let echo = tcp_echo();
-    let port = free_port();
     let runtime = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
     // The client half-closes after sending; the echo's bytes and its EOF
     // still come back through the proxy.
@@ -60,9 +60,8 @@ fn socks5_relays_both_ways_with_half_close() {
 #[test]
 fn socks4_and_socks4a_connect() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
@@ -80,7 +79,7 @@ fn socks4_and_socks4a_connect() {
     socks4a.extend_from_slice(&[0, 0, 0, 1, b'u', 0]);
     socks4a.extend_from_slice(b"localhost\0");
     for request in [socks4, socks4a] {
-        let mut stream = TcpStream::connect(localhost(port)).unwrap();
+        let mut stream = TcpStream::connect(runtime.addr("in")).unwrap();
         stream.set_read_timeout(Some(WAIT)).unwrap();
         stream.write_all(&request).unwrap();
         let mut reply = [0u8; 8];
@@ -92,26 +91,23 @@ fn socks4_and_socks4a_connect() {
 
 #[test]
 fn curl_reaches_a_web_server_through_socks5h_http_connect_and_absolute_form() {
-    let web = http_server("hello from the web server");
-    let (socks, http) = (free_port(), free_port());
-    let _runtime = Runtime::start(&spec(
-        vec![
-            socks_inbound("socks", socks, false),
-            http_inbound("http", http),
-        ],
+    let web = http_origin(b"hello from the web server");
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("socks", false), http_inbound("http")],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
+    let (socks, http) = (runtime.addr("socks"), runtime.addr("http"));
     let url = format!("http://localhost:{}/page", web.port());
     let cases = [
-        vec!["--proxy".to_owned(), format!("socks5h://127.0.0.1:{socks}")],
-        vec!["--proxy".to_owned(), format!("socks4a://127.0.0.1:{socks}")],
-        vec!["--proxy".to_owned(), format!("http://127.0.0.1:{http}")],
+        vec!["--proxy".to_owned(), format!("socks5h://{socks}")],
+        vec!["--proxy".to_owned(), format!("socks4a://{socks}")],
+        vec!["--proxy".to_owned(), format!("http://{http}")],
         vec![
             "--proxytunnel".to_owned(),
             "--proxy".to_owned(),
-            format!("http://127.0.0.1:{http}"),
+            format!("http://{http}"),
         ],
     ];
     for proxy in cases {
@@ -136,29 +132,29 @@ fn curl_reaches_a_web_server_through_socks5h_http_connect_and_absolute_form() {
 
 #[test]
 fn accounts_are_required_when_the_inbound_has_them() {
-    let web = http_server("secret page");
-    let (socks, http) = (free_port(), free_port());
+    let web = http_origin(b"secret page");
     let accounts = vec![Account {
         user: "alice".into(),
         pass: Secret("wonder".into()),
     }];
-    let mut socks_in = socks_inbound("socks", socks, false);
+    let mut socks_in = socks_inbound("socks", false);
     socks_in.protocol = InboundProtocol::Socks {
         accounts: accounts.clone(),
         udp: false,
         tls: None,
     };
-    let mut http_in = http_inbound("http", http);
+    let mut http_in = http_inbound("http");
     http_in.protocol = InboundProtocol::Http {
         accounts,
         tls: None,
     };
-    let _runtime = Runtime::start(&spec(
+    let runtime = Runtime::start(&spec(
         vec![socks_in, http_in],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
+    let (socks, http) = (runtime.addr("socks"), runtime.addr("http"));
     let url = format!("http://127.0.0.1:{}/", web.port());
     let curl = |proxy: String| {
         let out = Command::new("curl")
@@ -171,58 +167,55 @@ fn accounts_are_required_when_the_inbound_has_them() {
         )
     };
     assert_eq!(
-        curl(format!("socks5://alice:wonder@127.0.0.1:{socks}")),
+        curl(format!("socks5://alice:wonder@{socks}")),
         (true, "secret page".into())
     );
     assert_eq!(
-        curl(format!("http://alice:wonder@127.0.0.1:{http}")),
+        curl(format!("http://alice:wonder@{http}")),
         (true, "secret page".into())
     );
-    assert!(!curl(format!("socks5://alice:wrong@127.0.0.1:{socks}")).0);
-    let (_, body) = curl(format!("http://127.0.0.1:{http}"));
+    assert!(!curl(format!("socks5://alice:wrong@{socks}")).0);
+    let (_, body) = curl(format!("http://{http}"));
     assert_ne!(body, "secret page");
 }
 
 #[test]
 fn blackhole_accepts_and_ends_the_flow_at_once() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
         vec![blackhole("block")],
         vec![],
         "block",
     ));
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(exchange(&mut stream, b"into the void"), b"");
 }
 
 #[test]
 fn an_unreachable_destination_gets_a_refusal_reply() {
-    let port = free_port();
-    let _runtime = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let closed = localhost(free_port());
-    let err = socks5_connect(localhost(port), &Address::Ip(closed)).unwrap_err();
+    let closed = free_addr();
+    let err = socks5_connect(runtime.addr("in"), closed, None).unwrap_err();
     assert_eq!(err.to_string(), "socks reply 5");
 }
 
 #[test]
 fn a_silent_client_is_dropped_at_the_handshake_deadline() {
-    let port = free_port();
     let mut spec = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     );
     spec.limits.handshake_timeout = Duration::from_secs(1);
     let runtime = Runtime::start(&spec);
-    let mut silent = TcpStream::connect(localhost(port)).unwrap();
+    let mut silent = TcpStream::connect(runtime.addr("in")).unwrap();
     silent.set_read_timeout(Some(WAIT)).unwrap();
     let mut buf = [0u8; 1];
     // The proxy closes the connection: EOF, not the read timeout.
@@ -232,21 +225,21 @@ fn a_silent_client_is_dropped_at_the_handshake_deadline() {
 
 #[test]
 fn sigterm_shuts_down_cleanly() {
-    let port = free_port();
     let runtime = Runtime::start(&spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
+    let listening = runtime.addr("in");
     let status = runtime.terminate();
     assert!(status.success(), "exit status {status}");
     let start = Instant::now();
     // The port is free again once the process is gone.
-    while TcpStream::connect(localhost(port)).is_ok() && start.elapsed() < WAIT {
+    while TcpStream::connect(listening).is_ok() && start.elapsed() < WAIT {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(TcpStream::connect(localhost(port)).is_err());
+    assert!(TcpStream::connect(listening).is_err());
 }
 
 #[test]
@@ -270,18 +263,17 @@ fn a_member_with_no_upstream_is_refused() {
 #[test]
 fn a_full_inbound_drops_the_socket_before_reading() {
     let echo = tcp_echo();
-    let port = free_port();
     let mut spec = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     );
     spec.limits.max_connections = 1;
     let runtime = Runtime::start(&spec);
-    let mut first = socks5_connect(localhost(port), &Address::Ip(echo)).unwrap();
+    let mut first = socks5_connect(runtime.addr("in"), echo, None).unwrap();
     assert_eq!(first.write(b"x").unwrap(), 1);
-    let mut second = TcpStream::connect(localhost(port)).unwrap();
+    let mut second = TcpStream::connect(runtime.addr("in")).unwrap();
     second.set_read_timeout(Some(WAIT)).unwrap();
     let mut buf = [0u8; 1];
     // Dropped without a byte read or written: EOF (or a reset), never a reply.
@@ -291,7 +283,7 @@ fn a_full_inbound_drops_the_socket_before_reading() {
     assert_eq!(exchange(&mut first, b""), b"x");
     let start = Instant::now();
     let mut third = loop {
-        match socks5_connect(localhost(port), &Address::Ip(echo)) {
+        match socks5_connect(runtime.addr("in"), echo, None) {
             Ok(stream) => break stream,
             Err(_) if start.elapsed() < WAIT => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => panic!("the slot was never freed: {e}"),
@@ -312,16 +304,15 @@ fn outbound_sockets_are_opened_under_the_socket_policy() {
             let _ = stream.write_all(peer.as_bytes());
         }
     });
-    let port = free_port();
     let mut spec = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     );
     spec.socket.bind_v4 = Some("127.0.0.3".parse().unwrap());
-    let _runtime = Runtime::start(&spec);
-    let mut stream = socks5_connect(localhost(port), &Address::Ip(server)).unwrap();
+    let runtime = Runtime::start(&spec);
+    let mut stream = socks5_connect(runtime.addr("in"), server, None).unwrap();
     let mut seen = String::new();
     stream.read_to_string(&mut seen).unwrap();
     assert_eq!(seen, "127.0.0.3");

@@ -5,10 +5,13 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use super::binaries::ours;
 use super::client::Login;
 use super::process::Process;
+use super::WAIT;
 
 /// An Etemenanki configuration in TOML, built up one table at a time.
 #[derive(Default)]
@@ -114,12 +117,52 @@ impl Config {
             String::from_utf8_lossy(&out.stderr),
             self.text
         );
-        let mut command = Command::new(ours("etemenanki-run"));
-        command.arg(&plan).env("RUST_LOG", "debug");
-        let mut process = Process::spawn("etemenanki", command, dir);
+        let mut process = serve(&plan, &[], dir);
         for addr in self.listens {
             process.wait_listening(addr);
         }
         process
     }
+}
+
+/// Starts `etemenanki-run` on `plan` (with `args` after it) and debug
+/// logging, its log in `<dir>/etemenanki.log`.
+pub fn serve(plan: &Path, args: &[&str], dir: &Path) -> Process {
+    let mut command = Command::new(ours("etemenanki-run"));
+    command.arg(plan).args(args).env("RUST_LOG", "debug");
+    Process::spawn("etemenanki", command, dir)
+}
+
+impl Process {
+    /// The address inbound `tag` of this `etemenanki-run` (or `etc run`)
+    /// listens on, read from the line `inbound <tag> listening on <addr>`
+    /// that the runtime logs with the address it bound: so a spec may ask
+    /// for port 0 and no test races another for a probed free port. Waits
+    /// (bounded) for the line; the latest one counts, as after a reload.
+    pub fn listening(&self, tag: &str) -> SocketAddr {
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            if let Some(addr) = bound_addr(&self.log(), tag) {
+                return addr;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "inbound {tag} never logged the address it listens on; log:\n{}",
+            self.log()
+        );
+    }
+}
+
+/// The address in the last complete `inbound <tag> listening on <addr>`
+/// line of `log` (a line still being written has no newline yet).
+fn bound_addr(log: &str, tag: &str) -> Option<SocketAddr> {
+    let needle = format!("inbound {tag} listening on ");
+    let at = log.rfind(&needle)? + needle.len();
+    let (line, _) = log[at..].split_once('\n')?;
+    let addr = line.split_whitespace().next()?;
+    Some(
+        addr.parse()
+            .unwrap_or_else(|e| panic!("inbound {tag} logged a bad address {addr:?}: {e}")),
+    )
 }
