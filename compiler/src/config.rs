@@ -376,6 +376,8 @@ pub struct Limits {
     #[serde(default)]
     pub max_handshakes: Option<Spanned<u32>>,
     #[serde(default)]
+    pub max_handshakes_per_source: Option<Spanned<u32>>,
+    #[serde(default)]
     pub handshake_timeout: Option<Spanned<Seconds>>,
     #[serde(default)]
     pub relay_idle_timeout: Option<Spanned<Seconds>>,

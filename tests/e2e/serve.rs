@@ -11,7 +11,7 @@ use etemenanki_ir::spec::{Account, BalancerSpec, InboundProtocol, Secret, Strate
 
 use crate::plan::*;
 use crate::runtime::{run_plan_bytes, Runtime};
-use crate::support::client::{exchange, socks5_connect};
+use crate::support::client::{exchange, socks5_connect, socks5_connect_from};
 use crate::support::servers::{free_addr, http_origin, tcp_echo};
 use crate::support::WAIT;
 
@@ -290,6 +290,30 @@ fn a_full_inbound_drops_the_socket_before_reading() {
         }
     };
     assert_eq!(exchange(&mut third, b"again"), b"again");
+}
+
+#[test]
+fn one_silent_source_cannot_keep_an_inbound_closed_to_everyone_else() {
+    let echo = tcp_echo();
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    // Without a per-source bound, eight silent connections from one
+    // address would hold every handshake slot until the watchdog fires.
+    spec.limits.max_handshakes = 8;
+    spec.limits.max_handshakes_per_source = 4;
+    let runtime = Runtime::start(&spec);
+    let silent: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(runtime.addr("in")).unwrap())
+        .collect();
+    runtime.wait_for_log("dropping inbound connection; handshake limit of this source reached");
+    let mut other = socks5_connect_from([127, 0, 0, 2].into(), runtime.addr("in"), echo, None)
+        .expect("another source is admitted");
+    assert_eq!(exchange(&mut other, b"still open"), b"still open");
+    drop(silent);
 }
 
 #[test]

@@ -5,16 +5,16 @@ use std::net::SocketAddr;
 
 use etemenanki_proto::http::{Core, MAX_HEAD};
 use etemenanki_transport::Stream;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::handshake::{open_and_relay, read_request};
+use super::admission::Handshaking;
 use super::Shared;
 
 pub async fn serve(
     shared: &Shared,
     mut client: Stream,
     peer: SocketAddr,
-    handshake: OwnedSemaphorePermit,
+    handshake: Handshaking,
 ) -> io::Result<()> {
     let mut core = Core::new(&shared.accounts);
     // The core answers a head past MAX_HEAD with 431 before this bound.

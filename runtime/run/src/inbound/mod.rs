@@ -2,6 +2,7 @@
 //! connection that owns the client socket, the protocol core and the
 //! outbound it opens.
 
+mod admission;
 mod handshake;
 mod http;
 mod sniff;
@@ -10,7 +11,7 @@ mod udp;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -18,10 +19,11 @@ use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
 use etemenanki_transport::{listen, Acceptor, Stream};
 use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::connect::Opened;
+use admission::{Admission, Handshaking};
 use crate::plane::Plane;
 use crate::relay::{relay, Ended};
 
@@ -49,40 +51,6 @@ pub struct Shared {
     serve: Serve,
     acceptor: Acceptor,
     admission: Admission,
-}
-
-/// The live-connection and handshake semaphores, and the sizes they were
-/// given, so a reload can grow or shrink them.
-struct Admission {
-    sessions: Arc<Semaphore>,
-    handshakes: Arc<Semaphore>,
-    sized: Mutex<(u32, u32)>,
-}
-
-impl Admission {
-    fn new(limits: &Limits) -> Admission {
-        Admission {
-            sessions: Arc::new(Semaphore::new(limits.max_connections as usize)),
-            handshakes: Arc::new(Semaphore::new(limits.max_handshakes as usize)),
-            sized: Mutex::new((limits.max_connections, limits.max_handshakes)),
-        }
-    }
-
-    /// Grows at once; shrinks by the permits free now (the rest of a shrink
-    /// is not carried over: a busy inbound keeps more room until restarted).
-    fn resize(&self, limits: &Limits) {
-        let mut sized = self.sized.lock().expect("admission sizes lock");
-        let resize = |semaphore: &Semaphore, from: u32, to: u32| {
-            if to > from {
-                semaphore.add_permits((to - from) as usize);
-            } else {
-                semaphore.forget_permits((from - to) as usize);
-            }
-        };
-        resize(&self.sessions, sized.0, limits.max_connections);
-        resize(&self.handshakes, sized.1, limits.max_handshakes);
-        *sized = (limits.max_connections, limits.max_handshakes);
-    }
 }
 
 /// A bound, listening inbound. Dropping it stops the accept loop and ends
@@ -184,8 +152,6 @@ impl Drop for Inbound {
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
-    let sessions = shared.admission.sessions.clone();
-    let handshakes = shared.admission.handshakes.clone();
     tracing::info!(
         "inbound {} listening on {}",
         shared.tag,
@@ -201,15 +167,13 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
                 continue;
             }
         };
-        // Admission before reading, never waiting: a full inbound drops the
-        // socket rather than letting the kernel backlog fill silently.
-        let Ok(session) = sessions.clone().try_acquire_owned() else {
-            tracing::debug!("dropping inbound connection; live connection limit reached");
-            continue;
-        };
-        let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
-            tracing::debug!("dropping inbound connection; handshake limit reached");
-            continue;
+        // Admission before reading, never waiting.
+        let (session, handshake) = match shared.admission.admit(peer.ip(), &shared.limits.load()) {
+            Ok(admitted) => admitted,
+            Err(reason) => {
+                tracing::debug!("dropping inbound connection; {reason} (from {peer})");
+                continue;
+            }
         };
         let shared = shared.clone();
         let mut stop = stop.clone();
@@ -244,7 +208,7 @@ async fn serve(
     shared: &Shared,
     socket: TcpStream,
     peer: SocketAddr,
-    handshake: OwnedSemaphorePermit,
+    handshake: Handshaking,
 ) -> io::Result<()> {
     let limit = shared.limits.load().handshake_timeout;
     let client = shared.acceptor.accept(socket, limit).await?;

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use etemenanki_proto::socks::{status, Command, Handshake};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::handshake::{open_and_relay, read_request, unspecified};
+use super::admission::Handshaking;
 use super::{udp, Shared};
 
 /// The longest handshake accepted: greeting, auth and a request with a
@@ -20,7 +20,7 @@ pub async fn serve(
     shared: &Shared,
     mut client: Stream,
     peer: SocketAddr,
-    handshake: OwnedSemaphorePermit,
+    handshake: Handshaking,
     udp_enabled: bool,
 ) -> io::Result<()> {
     let mut core = Handshake::new(&shared.accounts);
