@@ -16,6 +16,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::time::SystemTime;
 
 use crate::Address;
@@ -50,6 +51,44 @@ pub trait ClientCodec {
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> io::Result<Option<(usize, ClientStep<Self::Reply>)>>;
+}
+
+/// What [`StreamCodec::open`] found at the start of the bytes it was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// No whole frame yet: the bytes must be `needed` long, from the same
+    /// start, before the next call can make progress. Nothing was consumed.
+    NeedMore { needed: usize },
+    /// One frame, opened in place: `buf[payload]` is its plaintext (possibly
+    /// empty, for a frame that carries none), and the first `consumed` bytes
+    /// are done with.
+    Frame {
+        consumed: usize,
+        payload: Range<usize>,
+    },
+}
+
+/// A stream whose bytes travel in sealed frames (Shadowsocks chunks, VMess
+/// chunks): the runtime reads a payload into a buffer behind `HEADROOM`
+/// bytes, the codec seals it where it lies, and opens arriving frames in
+/// place. The caller owns every buffer.
+pub trait StreamCodec {
+    /// The most bytes a sealed frame adds in front of its payload.
+    const HEADROOM: usize;
+    /// The most bytes a sealed frame adds after its payload.
+    const TAILROOM: usize;
+    /// The largest payload one frame carries.
+    const MAX_PAYLOAD: usize;
+
+    /// Seals the `len` payload bytes at `buf[HEADROOM..HEADROOM + len]`
+    /// where they lie (`len` is at most MAX_PAYLOAD, and TAILROOM bytes
+    /// follow them); returns the range of `buf` the frame occupies.
+    fn seal(&mut self, buf: &mut [u8], len: usize) -> io::Result<Range<usize>>;
+
+    /// Opens the frame at the start of `buf`, the bytes received and not
+    /// yet consumed; call again on what follows `consumed`. An error is
+    /// final.
+    fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened>;
 }
 
 /// Why a client is refused: what to send it before closing, and the reason

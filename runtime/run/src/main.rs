@@ -5,9 +5,11 @@
 
 mod apply;
 mod balancer;
+mod buffers;
 mod connect;
 mod drain;
 mod fanout;
+mod framed;
 mod id;
 mod inbound;
 mod outbound;
