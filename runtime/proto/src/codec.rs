@@ -91,6 +91,40 @@ pub trait StreamCodec {
     fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened>;
 }
 
+/// One packet [`DatagramCodec::open_from`] opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// The bytes at the start of the input this packet took.
+    pub consumed: usize,
+    /// Where the packet came from (or, on a server, where it goes).
+    pub peer: Address,
+    /// Its payload, opened in place.
+    pub payload: Range<usize>,
+}
+
+/// The framing of datagrams that carry their own address: one per UDP
+/// packet (SOCKS5 UDP, Shadowsocks UDP) or several inside a stream (Trojan,
+/// and VLESS and VMess whose packets name one target). The runtime reads a
+/// payload behind `HEADROOM` bytes, the codec seals it where it lies, and
+/// opens arriving packets in place. The caller owns every buffer.
+pub trait DatagramCodec {
+    /// The most bytes a sealed packet adds in front of its payload.
+    const HEADROOM: usize;
+    /// The most bytes a sealed packet adds after its payload.
+    const TAILROOM: usize;
+
+    /// Seals the `len` payload bytes at `buf[HEADROOM..HEADROOM + len]`,
+    /// bound for `to`, where they lie (TAILROOM bytes follow them); returns
+    /// the range of `buf` the packet occupies.
+    fn seal_to(&mut self, buf: &mut [u8], len: usize, to: &Address) -> io::Result<Range<usize>>;
+
+    /// Opens the packet at the start of `buf`. `Ok(None)` means more bytes
+    /// are needed (a packet inside a stream, split across reads); a packet
+    /// that is whole but malformed is an error (for a packet per datagram
+    /// the caller drops it; inside a stream the stream is unusable).
+    fn open_from(&mut self, buf: &mut [u8]) -> io::Result<Option<Packet>>;
+}
+
 /// Why a client is refused: what to send it before closing, and the reason
 /// for the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
