@@ -189,6 +189,37 @@ mod tests {
     }
 
     #[test]
+    fn a_connect_to_an_ip_literal_names_an_ip() {
+        for (target, addr) in [
+            ("[::1]:80", "[::1]:80"),
+            ("::ffff:127.0.0.1:80", "[::ffff:127.0.0.1]:80"),
+            ("127.0.0.1:80", "127.0.0.1:80"),
+        ] {
+            let input = format!("CONNECT {target} HTTP/1.1\r\n\r\n");
+            let head = parse_request_head(input.as_bytes()).unwrap().unwrap();
+            assert_eq!(
+                head.destination,
+                Address::Ip(addr.parse().unwrap()),
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_with_control_characters_is_a_bad_request() {
+        for input in [
+            &b"CONNECT 127.0.0.1\0:80 HTTP/1.1\r\n\r\n"[..],
+            b"CONNECT exa\x01mple.com:443 HTTP/1.1\r\n\r\n",
+            b"GET http://127.0.0.1\0/ HTTP/1.1\r\n\r\n",
+            b"GET http://exa\tmple.com:8080/ HTTP/1.1\r\n\r\n",
+        ] {
+            let refused = parse_request_head(input);
+            assert!(matches!(refused, Err(HeadError::Bad(_))), "{refused:?}");
+            assert_eq!(refused.unwrap_err().response(), RESPONSE_BAD_REQUEST);
+        }
+    }
+
+    #[test]
     fn an_incomplete_head_needs_more() {
         assert_eq!(parse_request_head(b"CONNECT a:1 HTTP/1.1\r\n"), Ok(None));
     }
