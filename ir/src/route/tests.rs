@@ -330,8 +330,8 @@ fn the_domain_strategy_round_trips_and_makes_tables_differ() {
 
 /// Routes `flow` as a runtime does: the name first, then, when the
 /// strategy wants them, the addresses it "resolved" to.
-fn resolving<'t>(
-    table: &'t RouteTable,
+fn resolving(
+    table: &RouteTable,
     flow: &FlowKey<'_>,
     addresses: &[&str],
 ) -> (Option<usize>, Option<IpAddr>) {
