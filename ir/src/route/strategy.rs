@@ -49,6 +49,19 @@ impl DomainStrategy {
     pub fn names() -> [&'static str; 3] {
         Self::ALL.map(DomainStrategy::name)
     }
+
+    /// The strategy Xray spells `name` (`AsIs`, `IPIfNonMatch`,
+    /// `IPOnDemand`, in any case), so a diagnostic can name ours.
+    pub fn from_xray(name: &str) -> Option<DomainStrategy> {
+        let xray = |s: DomainStrategy| match s {
+            DomainStrategy::AsIs => "AsIs",
+            DomainStrategy::IpIfNonMatch => "IPIfNonMatch",
+            DomainStrategy::IpOnDemand => "IPOnDemand",
+        };
+        Self::ALL
+            .into_iter()
+            .find(|s| xray(*s).eq_ignore_ascii_case(name))
+    }
 }
 
 impl fmt::Display for DomainStrategy {
@@ -68,5 +81,18 @@ mod tests {
         }
         assert_eq!(DomainStrategy::default(), DomainStrategy::AsIs);
         assert_eq!(DomainStrategy::parse("IPIfNonMatch"), None);
+    }
+
+    #[test]
+    fn xray_spellings_are_recognised_for_diagnostics_only() {
+        assert_eq!(
+            DomainStrategy::from_xray("IPIfNonMatch"),
+            Some(DomainStrategy::IpIfNonMatch)
+        );
+        assert_eq!(
+            DomainStrategy::from_xray("ipondemand"),
+            Some(DomainStrategy::IpOnDemand)
+        );
+        assert_eq!(DomainStrategy::from_xray("as_is"), None);
     }
 }

@@ -152,6 +152,12 @@ impl RouteTable {
         self.domain_strategy
     }
 
+    /// The 0-based index of the first rule with a `cidr` or `geoip`
+    /// matcher: the first rule a resolved name can match by an address.
+    pub fn first_ip_rule(&self) -> Option<usize> {
+        self.matcher.first_ip_rule.map(|r| r as usize)
+    }
+
     pub fn rules(&self) -> &[Rule] {
         &self.rules
     }
