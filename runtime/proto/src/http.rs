@@ -21,6 +21,8 @@ pub const RESPONSE_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\
 pub const RESPONSE_BAD_REQUEST: &[u8] =
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_AUTH_REQUIRED: &[u8] = b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"etemenanki\"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+pub const RESPONSE_FORBIDDEN: &[u8] =
+    b"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_BAD_GATEWAY: &[u8] =
     b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_TOO_LARGE: &[u8] =

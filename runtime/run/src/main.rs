@@ -11,6 +11,7 @@ mod fanout;
 mod id;
 mod inbound;
 mod outbound;
+mod own_inbounds;
 mod plan_file;
 mod plane;
 mod relay;

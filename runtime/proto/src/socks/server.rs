@@ -131,7 +131,6 @@ impl<'a> Handshake<'a> {
             state: State::Start,
         }
     }
-
 }
 
 impl ServerCore for Handshake<'_> {
@@ -175,7 +174,6 @@ impl ServerCore for Handshake<'_> {
 }
 
 impl Handshake<'_> {
-
     fn start(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<Option<Step>, Refusal> {
         match buf.first() {
             None => Ok(None),
