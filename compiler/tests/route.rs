@@ -276,3 +276,62 @@ fn ip_on_demand_routes_a_name_by_its_addresses_at_the_first_ip_rule() {
          domain strategy ip_on_demand: printer.lan resolved to 1.1.1.1; no address matches an earlier rule\n"
     );
 }
+
+#[test]
+fn a_udp_packet_addressed_by_name_is_routed_by_its_name_whatever_the_strategy() {
+    assert_eq!(
+        route_under("ip_if_non_match", &["udp", "localhost:53", "--resolved", "127.0.0.1"]),
+        "default -> direct: no rule matches\n\
+         domain strategy ip_if_non_match: a UDP packet addressed by name is routed by its name: the runtime does not resolve per packet\n"
+    );
+}
+
+#[test]
+fn the_quickstart_keeps_clients_out_of_the_local_network() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    for file in ["quickstart.et", "quickstart.toml"] {
+        let config = examples.join(file);
+        let config = config.to_str().unwrap();
+        for destination in [
+            "169.254.169.254:80",
+            "127.0.0.1:80",
+            "[::1]:80",
+            "0.0.0.0:80",
+            "[fe80::1]:80",
+            "100.64.0.1:80",
+            "[fc00::1]:80",
+            "10.1.2.3:22",
+            "[::ffff:192.168.1.1]:80",
+        ] {
+            let out = etc(&["route", config, "tcp", destination]);
+            let shown = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                shown.contains("-> block: geoip private"),
+                "{file} {destination}: {shown}"
+            );
+        }
+        let out = etc(&[
+            "route",
+            config,
+            "tcp",
+            "localhost:80",
+            "--resolved",
+            "127.0.0.1",
+        ]);
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            shown.starts_with("rule 1 (line ")
+                && shown.contains("-> block: geoip private (resolved 127.0.0.1)"),
+            "{file}: {shown}"
+        );
+        let out = etc(&[
+            "route",
+            config,
+            "tcp",
+            "example.com:443",
+            "--resolved",
+            "93.184.215.14",
+        ]);
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("default -> direct"));
+    }
+}
