@@ -136,4 +136,25 @@ mod tests {
         let refusal = advance(&[], b"CONNECT\r\n\r\n").unwrap_err();
         assert_eq!(refusal.reply, RESPONSE_BAD_REQUEST);
     }
+
+    #[test]
+    fn a_refused_destination_is_answered_403_and_a_failed_dial_502() {
+        let Ok(ServerStep::Open { request, .. }) =
+            advance(&[], b"CONNECT 127.0.0.1:1080 HTTP/1.1\r\n\r\n")
+        else {
+            panic!("no request")
+        };
+        let mut out = Vec::new();
+        request.on_connect_failed(io::ErrorKind::PermissionDenied, &mut out);
+        assert_eq!(out, RESPONSE_FORBIDDEN);
+        out.clear();
+        request.on_connect_failed(io::ErrorKind::ConnectionRefused, &mut out);
+        assert_eq!(out, RESPONSE_BAD_GATEWAY);
+    }
+
+    #[test]
+    fn a_connect_to_a_host_with_a_nul_is_refused_with_400() {
+        let refusal = advance(&[], b"CONNECT 127.0.0.1\0:80 HTTP/1.1\r\n\r\n").unwrap_err();
+        assert_eq!(refusal.reply, RESPONSE_BAD_REQUEST);
+    }
 }
