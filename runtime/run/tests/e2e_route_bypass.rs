@@ -210,3 +210,23 @@ fn a_host_with_control_characters_is_refused() {
     assert_eq!(reply[..2], [5, 0], "the method choice");
     assert_eq!(reply[2..], [5, 8], "address type not supported");
 }
+
+#[test]
+fn a_sniffing_inbound_refuses_its_own_address_before_its_early_reply() {
+    let (socks, http) = (free_port(), free_port());
+    let mut sniffing_socks = socks_inbound("socks-in", socks, false);
+    sniffing_socks.sniff = true;
+    let mut sniffing_http = http_inbound("http-in", http);
+    sniffing_http.sniff = true;
+    let _runtime = Runtime::start(&spec(
+        vec![sniffing_socks, sniffing_http],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let refused = socks5_connect(localhost(socks), &Address::Ip(localhost(http))).unwrap_err();
+    assert_eq!(refused.to_string(), "socks reply 2");
+    let request = format!("CONNECT 127.0.0.1:{socks} HTTP/1.1\r\n\r\n");
+    let (_, reply) = answer(localhost(http), request.as_bytes(), 12);
+    assert_eq!(reply, b"HTTP/1.1 403");
+}
