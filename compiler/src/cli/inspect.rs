@@ -115,9 +115,10 @@ pub fn human(plan: &Plan) -> String {
     }
     let _ = writeln!(
         out,
-        "\nroute: {} rules, default -> {}",
+        "\nroute: {} rules, default -> {}, domain strategy {}",
         spec.route.rules().len(),
-        spec.route.default()
+        spec.route.default(),
+        spec.route.domain_strategy()
     );
     let _ = writeln!(out, "dns: {}", dns(spec));
     out

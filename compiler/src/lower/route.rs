@@ -1,8 +1,8 @@
 //! `[route]` -> the rules of the route table, in the order written.
 
 use etemenanki_ir::route::{
-    geoip_category, normalize_domain, normalize_keyword, Cidr, Network, RouteTable, Rule,
-    GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
+    geoip_category, normalize_domain, normalize_keyword, Cidr, DomainStrategy, Network, RouteTable,
+    Rule, GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
 };
 
 use super::Cx;
@@ -26,16 +26,41 @@ pub fn lower(cx: &mut Cx, config: &Config) -> RouteTable {
         .iter()
         .map(|r| rule(cx, r))
         .collect();
+    let strategy = route
+        .and_then(|r| r.domain_strategy.as_ref())
+        .and_then(|s| domain_strategy(cx, s))
+        .unwrap_or_default();
     // Every value the table refuses was reported above with its span; the
     // table's own message is only a backstop, so a rule is never dropped
     // silently.
-    RouteTable::new(rules, default.clone()).unwrap_or_else(|why| {
-        if !cx.diags.iter().any(|d| d.is_error()) {
-            let first = route.and_then(|r| r.rules.first());
-            cx.error(codes::INVALID_VALUE, first.map_or(0..0, |r| r.span()), why);
+    RouteTable::new(rules, default.clone())
+        .unwrap_or_else(|why| {
+            if !cx.diags.iter().any(|d| d.is_error()) {
+                let first = route.and_then(|r| r.rules.first());
+                cx.error(codes::INVALID_VALUE, first.map_or(0..0, |r| r.span()), why);
+            }
+            RouteTable::new(vec![], default).expect("a table without rules compiles")
+        })
+        .with_domain_strategy(strategy)
+}
+
+/// `as_is`, `ip_if_non_match` or `ip_on_demand`; Xray's spelling of one
+/// (`IPIfNonMatch`) is told which of ours it is.
+fn domain_strategy(cx: &mut Cx, value: &Spanned<String>) -> Option<DomainStrategy> {
+    let names = DomainStrategy::names();
+    let parsed = cx.one_of(value, "domain_strategy", &names, DomainStrategy::parse);
+    if parsed.is_none() {
+        if let (Some(ours), Some(diag)) = (
+            DomainStrategy::from_xray(value.get_ref()),
+            cx.diags.last_mut(),
+        ) {
+            diag.help = Some(format!(
+                "write \"{ours}\": Xray's `{}` is spelt that way here",
+                value.get_ref()
+            ));
         }
-        RouteTable::new(vec![], default).expect("a table without rules compiles")
-    })
+    }
+    parsed
 }
 
 /// Reports a domain-like value the route table would refuse.

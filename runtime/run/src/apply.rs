@@ -241,7 +241,9 @@ impl Runtime {
                 .map(|(tag, b)| (tag.clone(), Target::Balancer(b.clone()))),
         );
         let plane = Plane::new(spec.route.clone(), &targets)
-            .map_err(|e| format!("building the route plane failed: {e}"))?;
+            .map_err(|e| format!("building the route plane failed: {e}"))?
+            .with_resolver(dns.destinations.clone())
+            .with_own_inbounds(spec.inbounds.iter().map(|i| i.listen));
         Ok(Prepared {
             dns,
             dialer,

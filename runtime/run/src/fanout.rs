@@ -22,7 +22,7 @@ use crate::drain::{Guard, DRAINED};
 use crate::id::OutboundId;
 use crate::outbound::{DatagramFuture, DatagramLink, Outbound, OutboundDatagram};
 use crate::plane::Plane;
-use crate::route::RouteInput;
+use crate::route::{route_datagram, RouteInput};
 
 struct Sub {
     /// The outbound version the link is open on, held so whatever the
@@ -96,7 +96,9 @@ impl FanOut {
                 source: self.source,
                 network: Network::Udp,
             };
-            let routed = plane.route(&input);
+            let Ok(routed) = route_datagram(&plane, &input) else {
+                return Poll::Ready(());
+            };
             let via = routed.target.id().clone();
             let prefer = self
                 .subs
@@ -391,7 +393,12 @@ mod tests {
     #[tokio::test]
     async fn peers_on_one_outbound_share_its_sub_link_and_replies_keep_their_source() {
         let base = 41_000;
-        let mut fanout = FanOut::new(freedoms(1, base, AddressFamily::Auto), "in".into(), None, 64);
+        let mut fanout = FanOut::new(
+            freedoms(1, base, AddressFamily::Auto),
+            "in".into(),
+            None,
+            64,
+        );
         let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
@@ -419,7 +426,12 @@ mod tests {
         assert!(open(&fanout).is_empty());
         // The next packet opens a fresh sub-link, and a send that works keeps it.
         let peer = UdpSocket::bind("[::1]:0").await.unwrap();
-        send(&mut fanout, b"kept", &Address::Ip(peer.local_addr().unwrap())).await;
+        send(
+            &mut fanout,
+            b"kept",
+            &Address::Ip(peer.local_addr().unwrap()),
+        )
+        .await;
         assert_eq!(open(&fanout), ["o0@v1"]);
     }
 

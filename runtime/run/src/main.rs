@@ -13,6 +13,7 @@ mod framed;
 mod id;
 mod inbound;
 mod outbound;
+mod own_inbounds;
 mod plan_file;
 mod plane;
 mod relay;

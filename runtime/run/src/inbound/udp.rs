@@ -12,8 +12,8 @@ use etemenanki_proto::socks::{
     parse_datagram, status, write_datagram_header, ExpectedSender, Request,
 };
 use etemenanki_proto::Address;
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use etemenanki_transport::Stream;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
@@ -163,8 +163,9 @@ impl Association {
         }
         // The fan-out to the client: a reply framed with its source.
         if self.incoming.is_none() {
-            if let Poll::Ready((source, n)) =
-                self.fanout.poll_recv_from(cx, &mut self.to_client[HEADROOM..])
+            if let Poll::Ready((source, n)) = self
+                .fanout
+                .poll_recv_from(cx, &mut self.to_client[HEADROOM..])
             {
                 if self.client.is_some() {
                     self.header.clear();
@@ -177,7 +178,10 @@ impl Association {
             }
         }
         if let (Some(range), Some(client)) = (&self.incoming, self.client) {
-            if let Poll::Ready(sent) = self.hub.poll_send_to(cx, &self.to_client[range.clone()], client) {
+            if let Poll::Ready(sent) =
+                self.hub
+                    .poll_send_to(cx, &self.to_client[range.clone()], client)
+            {
                 if let Err(e) = sent {
                     tracing::debug!("socks udp: reply to {client} failed: {e}");
                 }

@@ -59,7 +59,9 @@ impl Outbound {
             OutboundProtocol::Socks { upstream, account }
             | OutboundProtocol::Http { upstream, account } => {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
-                let account = account.as_ref().map(|a| (a.user.clone(), a.pass.expose().clone()));
+                let account = account
+                    .as_ref()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()));
                 match spec.protocol {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),

@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use etemenanki_proto::socks::{parse_datagram, write_datagram_header};
 use etemenanki_proto::Address;
-use tokio::io::{AsyncRead, ReadBuf};
 use etemenanki_transport::Stream;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UdpSocket;
 
 use super::link::DatagramLink;
@@ -74,7 +74,6 @@ impl SocksUdp {
             }
         }
     }
-
 }
 
 impl DatagramLink for SocksUdp {

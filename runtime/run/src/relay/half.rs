@@ -77,7 +77,11 @@ impl Carrier {
 
     /// Writes what it holds to `to`; `Ready(Ok(false))` when it holds
     /// nothing, `Ready(Ok(true))` when some bytes went.
-    fn poll_write<W: Relayed>(&mut self, cx: &mut Context<'_>, to: &mut W) -> Poll<io::Result<bool>> {
+    fn poll_write<W: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut W,
+    ) -> Poll<io::Result<bool>> {
         let n = match self {
             Carrier::Buffer { buf, start, end } => {
                 if start == end {
@@ -127,7 +131,11 @@ impl Carrier {
 
     /// One read from `from` into an empty carrier: `Ready(Ok(0))` at end of
     /// stream, `Pending` when `from` has nothing now.
-    fn poll_read<R: Relayed>(&mut self, cx: &mut Context<'_>, from: &mut R) -> Poll<io::Result<usize>> {
+    fn poll_read<R: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut R,
+    ) -> Poll<io::Result<usize>> {
         match self {
             Carrier::Buffer { buf, start, end } => {
                 let mut read = ReadBuf::new(buf);

@@ -366,7 +366,13 @@ mod tests {
         let mut guard = drain.guard();
         let relay = tokio::spawn(async move {
             let mut outbound = OutboundStream::Blackhole;
-            relay(&mut proxy_in, &mut outbound, Duration::from_secs(30), &mut guard).await
+            relay(
+                &mut proxy_in,
+                &mut outbound,
+                Duration::from_secs(30),
+                &mut guard,
+            )
+            .await
         });
         let mut got = Vec::new();
         app.read_to_end(&mut got).await.unwrap();
