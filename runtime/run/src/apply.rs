@@ -243,7 +243,13 @@ impl Runtime {
         let plane = Plane::new(spec.route.clone(), &targets)
             .map_err(|e| format!("building the route plane failed: {e}"))?
             .with_resolver(dns.destinations.clone())
-            .with_own_inbounds(spec.inbounds.iter().map(|i| i.listen));
+            .with_own_inbounds(spec.inbounds.iter().map(|i| {
+                // As bound: an inbound on port 0 has the port the kernel chose.
+                new_inbounds
+                    .get(&i.tag)
+                    .or_else(|| old.and_then(|o| o.inbounds.get(&i.tag)))
+                    .map_or(i.listen, Inbound::bound)
+            }));
         Ok(Prepared {
             dns,
             dialer,

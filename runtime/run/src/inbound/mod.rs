@@ -60,6 +60,9 @@ pub struct Inbound {
     /// can take it over.
     socket: Socket,
     listen: SocketAddr,
+    /// The address the socket is bound to: `listen` with the port the
+    /// kernel chose when `listen` names port 0.
+    bound: SocketAddr,
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
@@ -103,6 +106,7 @@ impl Inbound {
             None => listen(spec.listen)?,
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
+        let bound = listener.local_addr()?;
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
@@ -116,11 +120,17 @@ impl Inbound {
         Ok(Inbound {
             socket,
             listen: spec.listen,
+            bound,
             listener: Some(listener),
             shared,
             accept: None,
             stop: watch::channel(()).0,
         })
+    }
+
+    /// The address this inbound listens on, its port as bound.
+    pub fn bound(&self) -> SocketAddr {
+        self.bound
     }
 
     /// A handle on the listening socket, for the inbound that replaces this

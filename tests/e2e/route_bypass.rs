@@ -1,16 +1,17 @@
 //! A cidr or geoip block holds however the destination is written, and the
 //! proxy refuses to be its own destination (issue 14, items 1, 2 and 6).
 
-#[allow(dead_code)]
-mod support;
-
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 
 use etemenanki_ir::route::{Cidr, DomainStrategy, RouteTable};
 use etemenanki_ir::spec::Spec;
-use etemenanki_proto::Address;
-use support::*;
+
+use crate::plan::*;
+use crate::runtime::Runtime;
+use crate::support::client::{exchange, socks5_connect_to, Association, Target};
+use crate::support::servers::{tcp_echo, udp_echo};
+use crate::support::WAIT;
 
 /// `cidr 127.0.0.0/8, ::1/128 -> block`, default direct.
 fn loopback_blocked(inbounds: Vec<etemenanki_ir::spec::InboundSpec>) -> Spec {
@@ -28,11 +29,11 @@ fn loopback_blocked(inbounds: Vec<etemenanki_ir::spec::InboundSpec>) -> Spec {
 }
 
 /// `geoip private -> block`, default direct, under `strategy`.
-fn private_blocked(port: u16, strategy: DomainStrategy) -> Spec {
+fn private_blocked(strategy: DomainStrategy) -> Spec {
     let mut blocked = rule("block");
     blocked.geoip = vec!["private".into()];
     let mut spec = spec(
-        vec![socks_inbound("in", port, false)],
+        vec![socks_inbound("in", false)],
         vec![freedom("direct"), blackhole("block")],
         vec![blocked],
         "direct",
@@ -69,11 +70,10 @@ fn answer(to: SocketAddr, request: &[u8], n: usize) -> (TcpStream, Vec<u8>) {
 #[test]
 fn a_socks5_domain_that_is_an_ip_literal_routes_as_an_ip() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = Runtime::start(&loopback_blocked(vec![socks_inbound("in", port, false)]));
+    let runtime = Runtime::start(&loopback_blocked(vec![socks_inbound("in", false)]));
     for name in ["127.0.0.1", "::ffff:127.0.0.1", "[::ffff:127.0.0.1]"] {
-        let to = Address::Domain(name.into(), echo.port());
-        let mut stream = socks5_connect(localhost(port), &to).unwrap();
+        let to = Target::Name(name, echo.port());
+        let mut stream = socks5_connect_to(runtime.addr("in"), to).unwrap();
         assert_eq!(
             exchange(&mut stream, b"ping"),
             b"",
@@ -85,32 +85,28 @@ fn a_socks5_domain_that_is_an_ip_literal_routes_as_an_ip() {
 #[test]
 fn a_socks4a_domain_that_is_an_ip_literal_routes_as_an_ip() {
     let echo = tcp_echo();
-    let port = free_port();
-    let _runtime = Runtime::start(&loopback_blocked(vec![socks_inbound("in", port, false)]));
+    let runtime = Runtime::start(&loopback_blocked(vec![socks_inbound("in", false)]));
     let mut request = vec![4, 1];
     request.extend_from_slice(&echo.port().to_be_bytes());
     request.extend_from_slice(&[0, 0, 0, 1, 0]);
     request.extend_from_slice(b"127.0.0.1\0");
-    let (mut stream, reply) = answer(localhost(port), &request, 8);
+    let (mut stream, reply) = answer(runtime.addr("in"), &request, 8);
     assert_eq!(reply[1], 0x5a, "the blackhole grants, then swallows");
     assert_eq!(exchange(&mut stream, b"ping"), b"");
 }
 
 #[test]
 fn a_socks5_udp_datagram_to_a_domain_that_is_an_ip_literal_routes_as_an_ip() {
-    let peer = udp_echo("peer");
-    let port = free_port();
-    let _runtime = Runtime::start(&loopback_blocked(vec![socks_inbound("in", port, true)]));
-    let association = Association::any(localhost(port));
+    let peer = udp_echo(Ipv4Addr::LOCALHOST);
+    let runtime = Runtime::start(&loopback_blocked(vec![socks_inbound("in", true)]));
+    let association = Association::any(runtime.addr("in"));
+    let (socket, relay) = association.parts();
     let mut datagram = vec![0, 0, 0, 3, 9];
     datagram.extend_from_slice(b"127.0.0.1");
     datagram.extend_from_slice(&peer.port().to_be_bytes());
     datagram.extend_from_slice(b"ping");
     for _ in 0..5 {
-        association
-            .socket
-            .send_to(&datagram, association.relay)
-            .unwrap();
+        socket.send_to(&datagram, relay).unwrap();
         assert_eq!(association.recv(), None, "the datagram reached the peer");
     }
 }
@@ -118,115 +114,108 @@ fn a_socks5_udp_datagram_to_a_domain_that_is_an_ip_literal_routes_as_an_ip() {
 #[test]
 fn ip_if_non_match_blocks_a_name_that_resolves_into_the_local_network() {
     let echo = tcp_echo();
-    let localhost_echo = Address::Domain("localhost".into(), echo.port());
-    let port = free_port();
-    let as_is = Runtime::start(&private_blocked(port, DomainStrategy::AsIs));
-    let mut stream = socks5_connect(localhost(port), &localhost_echo).unwrap();
+    let localhost_echo = Target::Name("localhost", echo.port());
+    let as_is = Runtime::start(&private_blocked(DomainStrategy::AsIs));
+    let mut stream = socks5_connect_to(as_is.addr("in"), localhost_echo).unwrap();
     assert_eq!(
         exchange(&mut stream, b"ping"),
         b"ping",
         "as_is matches a name only by its name"
     );
     drop(as_is);
-    let port = free_port();
-    let _guarded = Runtime::start(&private_blocked(port, DomainStrategy::IpIfNonMatch));
-    let mut stream = socks5_connect(localhost(port), &localhost_echo).unwrap();
+    let guarded = Runtime::start(&private_blocked(DomainStrategy::IpIfNonMatch));
+    let mut stream = socks5_connect_to(guarded.addr("in"), localhost_echo).unwrap();
     assert_eq!(exchange(&mut stream, b"ping"), b"");
 }
 
 #[test]
 fn a_connect_to_the_proxys_own_inbound_is_refused() {
-    let (socks, http) = (free_port(), free_port());
     let runtime = Runtime::start(&spec(
-        vec![
-            socks_inbound("socks-in", socks, false),
-            http_inbound("http-in", http),
-        ],
+        vec![socks_inbound("socks-in", false), http_inbound("http-in")],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
+    let (socks, http) = (runtime.addr("socks-in"), runtime.addr("http-in"));
     for own in [socks, http] {
+        let port = own.port();
+        let mapped: SocketAddr = format!("[::ffff:127.0.0.1]:{port}").parse().unwrap();
         for to in [
-            Address::Ip(localhost(own)),
-            Address::Ip(format!("[::ffff:127.0.0.1]:{own}").parse().unwrap()),
-            Address::Domain("127.0.0.1".into(), own),
+            Target::Ip(own),
+            Target::Ip(mapped),
+            Target::Name("127.0.0.1", port),
         ] {
-            let refused = socks5_connect(localhost(socks), &to).unwrap_err();
-            assert_eq!(refused.to_string(), "socks reply 2", "{to}");
+            let refused = socks5_connect_to(socks, to).unwrap_err();
+            assert_eq!(refused.to_string(), "socks reply 2", "{to:?}");
         }
-        let request = format!("CONNECT 127.0.0.1:{own} HTTP/1.1\r\n\r\n");
-        let (_, reply) = answer(localhost(http), request.as_bytes(), 12);
+        let request = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n");
+        let (_, reply) = answer(http, request.as_bytes(), 12);
         assert_eq!(reply, b"HTTP/1.1 403");
     }
     runtime.wait_for_log(&format!(
-        "refusing a flow to this proxy's own inbound 127.0.0.1:{socks}"
+        "refusing a flow to this proxy's own inbound 127.0.0.1:{}",
+        socks.port()
     ));
 }
 
 #[test]
 fn a_reload_updates_the_inbounds_a_flow_may_not_reach() {
-    let (first, second) = (free_port(), free_port());
     let echo = tcp_echo();
     let one = spec(
-        vec![socks_inbound("first", first, false)],
+        vec![socks_inbound("first", false)],
         vec![freedom("direct")],
         vec![],
         "direct",
     );
     let runtime = Runtime::start(&one);
     let mut two = one.clone();
-    two.inbounds.push(socks_inbound("second", second, false));
+    two.inbounds.push(socks_inbound("second", false));
     let log = runtime.reload(&two);
     assert!(log.contains("reload: applied epoch"), "{log}");
-    runtime.wait_for_log("inbound second listening");
-    let refused = socks5_connect(localhost(first), &Address::Ip(localhost(second))).unwrap_err();
+    let (first, second) = (runtime.addr("first"), runtime.addr("second"));
+    let refused = socks5_connect_to(first, Target::Ip(second)).unwrap_err();
     assert_eq!(refused.to_string(), "socks reply 2");
-    let mut stream = socks5_connect(localhost(first), &Address::Ip(echo)).unwrap();
+    let mut stream = socks5_connect_to(first, Target::Ip(echo)).unwrap();
     assert_eq!(exchange(&mut stream, b"ping"), b"ping");
 }
 
 #[test]
 fn a_host_with_control_characters_is_refused() {
-    let (socks, http) = (free_port(), free_port());
-    let _runtime = Runtime::start(&spec(
-        vec![
-            socks_inbound("socks-in", socks, false),
-            http_inbound("http-in", http),
-        ],
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("socks-in", false), http_inbound("http-in")],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
     let (_, reply) = answer(
-        localhost(http),
+        runtime.addr("http-in"),
         b"CONNECT 127.0.0.1\0:80 HTTP/1.1\r\n\r\n",
         12,
     );
     assert_eq!(reply, b"HTTP/1.1 400");
     // A SOCKS5 domain of ten bytes: `127.0.0.1` and a NUL.
     let request = b"\x05\x01\x00\x05\x01\x00\x03\x0a127.0.0.1\x00\x00\x50";
-    let (_, reply) = answer(localhost(socks), request, 4);
+    let (_, reply) = answer(runtime.addr("socks-in"), request, 4);
     assert_eq!(reply[..2], [5, 0], "the method choice");
     assert_eq!(reply[2..], [5, 8], "address type not supported");
 }
 
 #[test]
 fn a_sniffing_inbound_refuses_its_own_address_before_its_early_reply() {
-    let (socks, http) = (free_port(), free_port());
-    let mut sniffing_socks = socks_inbound("socks-in", socks, false);
+    let mut sniffing_socks = socks_inbound("socks-in", false);
     sniffing_socks.sniff = true;
-    let mut sniffing_http = http_inbound("http-in", http);
+    let mut sniffing_http = http_inbound("http-in");
     sniffing_http.sniff = true;
-    let _runtime = Runtime::start(&spec(
+    let runtime = Runtime::start(&spec(
         vec![sniffing_socks, sniffing_http],
         vec![freedom("direct")],
         vec![],
         "direct",
     ));
-    let refused = socks5_connect(localhost(socks), &Address::Ip(localhost(http))).unwrap_err();
+    let (socks, http) = (runtime.addr("socks-in"), runtime.addr("http-in"));
+    let refused = socks5_connect_to(socks, Target::Ip(http)).unwrap_err();
     assert_eq!(refused.to_string(), "socks reply 2");
-    let request = format!("CONNECT 127.0.0.1:{socks} HTTP/1.1\r\n\r\n");
-    let (_, reply) = answer(localhost(http), request.as_bytes(), 12);
+    let request = format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n", socks.port());
+    let (_, reply) = answer(http, request.as_bytes(), 12);
     assert_eq!(reply, b"HTTP/1.1 403");
 }
