@@ -50,10 +50,28 @@ impl Address {
     /// (see `etemenanki_ir::route::Host::parse`). `None` for a host that is
     /// neither, control characters and NULs among it.
     pub fn from_host(host: &str, port: u16) -> Option<Address> {
-        Some(match Host::parse(host)? {
-            Host::Ip(ip) => Address::Ip(SocketAddr::new(ip, port)),
-            Host::Domain(name) => Address::Domain(name.to_owned(), port),
-        })
+        let mut addr = Address::Ip(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), 0));
+        addr.set_host(host, port)?;
+        Some(addr)
+    }
+
+    /// Makes this the address of `host` and `port` as [`Address::from_host`]
+    /// reads them, reusing this address's name buffer: a decoder that keeps
+    /// one address per association allocates nothing per packet. `None`
+    /// (and this address unchanged) for a host that is neither IP nor name.
+    pub fn set_host(&mut self, host: &str, port: u16) -> Option<()> {
+        match Host::parse(host)? {
+            Host::Ip(ip) => *self = Address::Ip(SocketAddr::new(ip, port)),
+            Host::Domain(name) => match self {
+                Address::Domain(held, held_port) => {
+                    held.clear();
+                    held.push_str(name);
+                    *held_port = port;
+                }
+                Address::Ip(_) => *self = Address::Domain(name.to_owned(), port),
+            },
+        }
+        Some(())
     }
 }
 
@@ -109,5 +127,24 @@ mod tests {
         assert_eq!(Address::from_host("127.0.0.1\0", 80), None);
         assert_eq!(Address::parse_host_port("127.0.0.1\0:80"), None);
         assert_eq!(Address::from_host("example.com\r\n", 80), None);
+    }
+
+    #[test]
+    fn setting_a_host_reuses_the_name_buffer_and_refuses_what_is_not_a_host() {
+        let mut addr = Address::from_host("a.example", 53).unwrap();
+        let Address::Domain(name, _) = &addr else {
+            panic!("a name")
+        };
+        let buffer = name.as_ptr();
+        addr.set_host("b.example", 5353).unwrap();
+        assert_eq!(addr, Address::Domain("b.example".into(), 5353));
+        let Address::Domain(name, _) = &addr else {
+            panic!("a name")
+        };
+        assert_eq!(name.as_ptr(), buffer, "no new allocation for a name");
+        addr.set_host("127.0.0.1", 1).unwrap();
+        assert_eq!(addr, Address::Ip("127.0.0.1:1".parse().unwrap()));
+        assert!(addr.set_host("bad\0name", 2).is_none());
+        assert_eq!(addr, Address::Ip("127.0.0.1:1".parse().unwrap()), "unchanged");
     }
 }

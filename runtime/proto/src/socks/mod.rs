@@ -8,7 +8,7 @@ mod udp;
 
 pub use expected::{canonical, ExpectedSender, NotAllowed};
 pub use server::{status_of, Command, Handshake, Request, Version};
-pub use udp::{parse_datagram, write_datagram_header, UdpError};
+pub use udp::{parse_datagram, parse_datagram_into, write_datagram_header, UdpError};
 
 /// SOCKS5 reply codes (RFC 1928 section 6).
 pub mod status {
@@ -34,10 +34,17 @@ use crate::Address;
 /// Reads a SOCKS5 address (ATYP, address, port) from the start of `buf`.
 /// `Ok(None)` means more bytes are needed.
 fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
+    let mut addr = Address::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    Ok(read_address_into(buf, &mut addr)?.map(|used| (addr, used)))
+}
+
+/// As [`read_address`], into `addr`, whose name buffer is reused; returns
+/// the bytes used.
+fn read_address_into(buf: &[u8], addr: &mut Address) -> Result<Option<usize>, &'static str> {
     let Some(&atyp) = buf.first() else {
         return Ok(None);
     };
-    let (addr, at) = match atyp {
+    let (ip, at) = match atyp {
         ATYP_V4 => {
             if buf.len() < 1 + 4 + 2 {
                 return Ok(None);
@@ -61,23 +68,31 @@ fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
                 return Ok(None);
             }
             let port = u16::from_be_bytes([buf[2 + len], buf[3 + len]]);
-            let addr = domain_address(&buf[2..2 + len], port)?;
-            return Ok(Some((addr, 2 + len + 2)));
+            set_domain(addr, &buf[2..2 + len], port)?;
+            return Ok(Some(2 + len + 2));
         }
         _ => return Err("socks: unknown address type"),
     };
     let port = u16::from_be_bytes([buf[at], buf[at + 1]]);
-    Ok(Some((Address::Ip(SocketAddr::new(addr, port)), at + 2)))
+    *addr = Address::Ip(SocketAddr::new(ip, port));
+    Ok(Some(at + 2))
 }
 
 /// The address a SOCKS5 or SOCKS4a domain field names: an IP when the text
 /// is an IP literal, so it routes as one.
 fn domain_address(name: &[u8], port: u16) -> Result<Address, &'static str> {
+    let mut addr = Address::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    set_domain(&mut addr, name, port)?;
+    Ok(addr)
+}
+
+fn set_domain(addr: &mut Address, name: &[u8], port: u16) -> Result<(), &'static str> {
     let name = std::str::from_utf8(name).map_err(|_| "socks: the domain is not UTF-8")?;
     if name.is_empty() {
         return Err("socks: the domain is empty");
     }
-    Address::from_host(name, port).ok_or("socks: the domain is not a valid host name")
+    addr.set_host(name, port)
+        .ok_or("socks: the domain is not a valid host name")
 }
 
 /// Appends a SOCKS5 address for an IP socket address.
