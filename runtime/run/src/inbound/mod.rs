@@ -129,6 +129,12 @@ impl Inbound {
         (self.listen == addr).then(|| self.socket.try_clone())
     }
 
+    /// The address the listening socket is bound to: for port 0, the port
+    /// the kernel chose.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.socket.local_addr().ok()?.as_socket()
+    }
+
     /// Sizes admission to the limits of the current apply.
     pub fn resize(&self, limits: &Limits) {
         self.shared.admission.resize(limits);
