@@ -60,9 +60,6 @@ pub struct Inbound {
     /// can take it over.
     socket: Socket,
     listen: SocketAddr,
-    /// The address the socket is bound to: `listen` with the port the
-    /// kernel chose when `listen` names port 0.
-    bound: SocketAddr,
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
@@ -106,7 +103,6 @@ impl Inbound {
             None => listen(spec.listen)?,
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
-        let bound = listener.local_addr()?;
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
@@ -120,7 +116,6 @@ impl Inbound {
         Ok(Inbound {
             socket,
             listen: spec.listen,
-            bound,
             listener: Some(listener),
             shared,
             accept: None,
@@ -128,15 +123,16 @@ impl Inbound {
         })
     }
 
-    /// The address this inbound listens on, its port as bound.
-    pub fn bound(&self) -> SocketAddr {
-        self.bound
-    }
-
     /// A handle on the listening socket, for the inbound that replaces this
     /// one on `addr`; `None` when this one listens elsewhere.
     pub fn handoff(&self, addr: SocketAddr) -> Option<io::Result<Socket>> {
         (self.listen == addr).then(|| self.socket.try_clone())
+    }
+
+    /// The address the listening socket is bound to: for port 0, the port
+    /// the kernel chose.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.socket.local_addr().ok()?.as_socket()
     }
 
     /// Sizes admission to the limits of the current apply.
