@@ -5,17 +5,17 @@
 //! certificate is untrusted or names another host, refused as a failed dial
 //! that the runtime explains in its log while it keeps serving.
 
-use std::io;
-use std::net::SocketAddr;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 use crate::support::binaries::{ours, peer};
 use crate::support::certs::{Pair, Pki};
-use crate::support::client::{check_echo, http_connect, pattern, socks5_connect};
+use crate::support::client::{check_echo, http_connect, pattern, socks5_connect, Association};
 use crate::support::etemenanki::serve;
 use crate::support::process::{scratch_dir, Process};
-use crate::support::servers::{free_addr, http_origin, tcp_echo};
+use crate::support::servers::{free_addr, http_origin, tcp_echo, udp_echo};
 use crate::support::BULK;
 
 /// A path as a TOML or JSON string (the scratch directory's paths need no
@@ -155,6 +155,47 @@ fn sing_box_tls_http_inbound(tag: &str, listen: SocketAddr, pair: &Pair) -> Stri
     )
 }
 
+/// Our `socks` inbound on `listen` over TLS with `pair`: SOCKS over TLS.
+fn socks_tls_inbound(listen: SocketAddr, pair: &Pair) -> String {
+    format!(
+        "[[inbound]]\ntag = \"socks-tls\"\nprotocol = \"socks\"\nlisten = \"{}\"\nport = {}\n\n\
+         [inbound.stream]\nsecurity = \"tls\"\n\n\
+         [inbound.stream.tls]\ncert_file = {}\nkey_file = {}\n\n",
+        listen.ip(),
+        listen.port(),
+        quoted(&pair.cert),
+        quoted(&pair.key)
+    )
+}
+
+const DIRECT: &str = "[[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n\
+                      [route]\ndefault = \"direct\"\n";
+
+/// A plain v2ray socks inbound on `listen` for the test's client, relaying
+/// UDP.
+fn v2ray_plain_socks_inbound(listen: SocketAddr) -> String {
+    format!(
+        r#"{{ "listen": "127.0.0.1", "port": {}, "protocol": "socks",
+  "settings": {{ "auth": "noauth", "udp": true, "ip": "127.0.0.1" }} }}"#,
+        listen.port()
+    )
+}
+
+/// v2ray's socks client of `server` over TLS (streamSettings on the
+/// outbound), trusting the test CA (`"usage": "verify"`) for the name
+/// localhost.
+fn v2ray_tls_socks_outbound(server: SocketAddr, ca: &Path) -> String {
+    format!(
+        r#"{{ "protocol": "socks",
+  "settings": {{ "servers": [{{ "address": "127.0.0.1", "port": {}, "users": [] }}] }},
+  "streamSettings": {{ "network": "tcp", "security": "tls",
+    "tlsSettings": {{ "serverName": "localhost",
+      "certificates": [{{ "usage": "verify", "certificateFile": {} }}] }} }} }}"#,
+        server.port(),
+        quoted(ca)
+    )
+}
+
 /// The certificates of one test, or `None` (skipped) without `openssl`.
 fn pki(test: &str, dir: &Path) -> Option<Pki> {
     let openssl = peer(test, "openssl")?;
@@ -228,7 +269,7 @@ fn http_over_tls_reaches_sing_box_and_carries_four_mebibytes_each_way() {
 
 /// Runs curl on `url` through `proxy_args`, bounded by `--max-time`, with
 /// no proxy from the environment; returns its exit status and stderr.
-fn curl_status(curl: &Path, proxy_args: &[&str], url: &str) -> (std::process::ExitStatus, String) {
+fn curl_status(curl: &Path, proxy_args: &[&str], url: &str) -> (ExitStatus, String) {
     let out = Command::new(curl)
         .env_remove("https_proxy")
         .env_remove("HTTPS_PROXY")
@@ -313,36 +354,16 @@ fn v2ray_socks_outbound_over_tls_reaches_our_socks_tls_inbound() {
     let Some(pki) = pki(test, &dir) else { return };
     let echo = tcp_echo();
     let listen = free_addr();
-    let config = format!(
-        "[[inbound]]\ntag = \"socks-tls\"\nprotocol = \"socks\"\nlisten = \"{}\"\nport = {}\n\n\
-         [inbound.stream]\nsecurity = \"tls\"\n\n\
-         [inbound.stream.tls]\ncert_file = {}\nkey_file = {}\n\n\
-         [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n\
-         [route]\ndefault = \"direct\"\n",
-        listen.ip(),
-        listen.port(),
-        quoted(&pki.server.cert),
-        quoted(&pki.server.key)
-    );
+    let config = socks_tls_inbound(listen, &pki.server) + DIRECT;
     let ours = start_ours(&dir, "etemenanki.toml", &config, &[listen]);
-    // v2ray's socks client over TLS (streamSettings on the outbound),
-    // trusting the test CA ("usage": "verify") for the name localhost.
     let front = free_addr();
-    let inbound = format!(
-        r#"{{ "listen": "127.0.0.1", "port": {}, "protocol": "socks",
-  "settings": {{ "auth": "noauth", "udp": false }} }}"#,
-        front.port()
+    let _v2ray = start_v2ray(
+        &v2ray,
+        &dir,
+        &[v2ray_plain_socks_inbound(front)],
+        &[v2ray_tls_socks_outbound(listen, &pki.ca)],
+        &[front],
     );
-    let outbound = format!(
-        r#"{{ "protocol": "socks",
-  "settings": {{ "servers": [{{ "address": "127.0.0.1", "port": {}, "users": [] }}] }},
-  "streamSettings": {{ "network": "tcp", "security": "tls",
-    "tlsSettings": {{ "serverName": "localhost",
-      "certificates": [{{ "usage": "verify", "certificateFile": {} }}] }} }} }}"#,
-        listen.port(),
-        quoted(&pki.ca)
-    );
-    let _v2ray = start_v2ray(&v2ray, &dir, &[inbound], &[outbound], &[front]);
 
     check_echo(
         socks5_connect(front, echo, None).unwrap(),
@@ -394,6 +415,8 @@ fn sing_box_http_outbound_over_tls_reaches_our_https_proxy_inbound() {
         b"hello from sing-box over tls",
     );
     check_echo(socks5_connect(front, echo, None).unwrap(), &pattern(BULK));
+    // A half-close crosses our TLS inbound both ways too.
+    check_half_close(socks5_connect(front, echo, None).unwrap());
     ours.wait_for_log(&format!("-> {echo} (sniffed None) via direct@v1"));
 }
 
@@ -424,7 +447,7 @@ fn failure_config(
 }
 
 /// The error text of a dial the client expected to be refused.
-fn refused(dial: io::Result<std::net::TcpStream>, what: &str) -> String {
+fn refused(dial: io::Result<TcpStream>, what: &str) -> String {
     match dial {
         Ok(_) => panic!("a flow through {what} was opened"),
         Err(e) => e.to_string(),
@@ -526,4 +549,122 @@ fn http_over_tls_refuses_untrusted_and_misnamed_servers_and_keeps_serving() {
         "ended: tls handshake with localhost failed: certificate verify failed: hostname mismatch",
     );
     check_echo(http_connect(good, echo, None).unwrap(), &pattern(BULK));
+}
+
+#[test]
+fn socks_over_tls_relays_udp_through_v2ray() {
+    let test = "socks_over_tls_relays_udp_through_v2ray";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let echo = udp_echo(Ipv4Addr::new(127, 0, 0, 2));
+    let upstream = free_addr();
+    let inbound = v2ray_tls_socks_inbound(upstream, &pki.server)
+        .replace(r#""udp": false"#, r#""udp": true, "ip": "127.0.0.1""#);
+    let _v2ray = start_v2ray(
+        &v2ray,
+        &dir,
+        &[inbound],
+        &[V2RAY_FREEDOM.to_owned()],
+        &[upstream],
+    );
+    let front = free_addr();
+    let config = plain_inbound("socks-in", "socks", front)
+        + &tls_outbound("out", "socks", upstream, &pki.ca, None)
+        + "[route]\ndefault = \"out\"\n";
+    let _ours = start_ours(&dir, "etemenanki.toml", &config, &[front]);
+
+    let association = Association::open(front).unwrap();
+    for payload in [b"ping over tls".to_vec(), pattern(1200)] {
+        assert_eq!(association.ask(echo, &payload), Some((echo, payload)));
+    }
+}
+
+#[test]
+fn v2ray_socks_outbound_over_tls_relays_udp_through_our_socks_tls_inbound() {
+    let test = "v2ray_socks_outbound_over_tls_relays_udp_through_our_socks_tls_inbound";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    // On 127.0.0.2: v2ray's socks client names the destination as its own
+    // address in UDP ASSOCIATE (see v2ray.rs).
+    let echo = udp_echo(Ipv4Addr::new(127, 0, 0, 2));
+    let listen = free_addr();
+    let config = socks_tls_inbound(listen, &pki.server) + DIRECT;
+    let _ours = start_ours(&dir, "etemenanki.toml", &config, &[listen]);
+    let front = free_addr();
+    let _v2ray = start_v2ray(
+        &v2ray,
+        &dir,
+        &[v2ray_plain_socks_inbound(front)],
+        &[v2ray_tls_socks_outbound(listen, &pki.ca)],
+        &[front],
+    );
+
+    let association = Association::open(front).unwrap();
+    for payload in [b"ping from v2ray over tls".to_vec(), pattern(1200)] {
+        assert_eq!(association.ask(echo, &payload), Some((echo, payload)));
+    }
+}
+
+#[test]
+fn http_over_tls_carries_a_half_close_through_sing_box_and_back() {
+    let test = "http_over_tls_carries_a_half_close_through_sing_box_and_back";
+    let Some(sing_box) = peer(test, "sing-box") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let echo = tcp_echo();
+    let upstream = free_addr();
+    let config = format!(
+        r#"{{ "log": {{ "level": "info" }},
+  "inbounds": [{}],
+  "outbounds": [{{ "type": "direct", "tag": "direct" }}] }}
+"#,
+        sing_box_tls_http_inbound("http-tls", upstream, &pki.server)
+    );
+    let _sing_box = start_sing_box(&sing_box, &dir, &config, &[upstream]);
+    let front = free_addr();
+    let config = plain_inbound("socks-in", "socks", front)
+        + &tls_outbound("out", "http", upstream, &pki.ca, None)
+        + "[route]\ndefault = \"out\"\n";
+    let _ours = start_ours(&dir, "etemenanki.toml", &config, &[front]);
+
+    // The client's FIN crosses our TLS outbound (close_notify, then FIN) and
+    // sing-box to the echo server, which closes its side once it has echoed
+    // everything; that end of stream comes back the same way.
+    check_half_close(socks5_connect(front, echo, None).unwrap());
+}
+
+/// Sends 256 KiB to an echo server through `stream`, half-closes, and checks
+/// that the same bytes come back followed by the end of stream. Without that
+/// end of stream the read would fail in the socket's 10 s timeout.
+fn check_half_close(stream: TcpStream) {
+    let payload = pattern(256 * 1024);
+    let mut writer = stream.try_clone().expect("cloning a stream");
+    let sent = payload.clone();
+    let sender = std::thread::spawn(move || {
+        writer.write_all(&sent)?;
+        writer.shutdown(Shutdown::Write)
+    });
+    let mut got = Vec::new();
+    let mut reader = stream;
+    reader
+        .read_to_end(&mut got)
+        .expect("the echo's end of stream, after the client's half-close");
+    sender
+        .join()
+        .expect("the writer thread")
+        .expect("writing, then half-closing");
+    assert!(
+        got == payload,
+        "the echo differs from what was sent ({} of {} bytes came back)",
+        got.len(),
+        payload.len()
+    );
 }
