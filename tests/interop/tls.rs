@@ -668,3 +668,93 @@ fn check_half_close(stream: TcpStream) {
         payload.len()
     );
 }
+
+#[test]
+fn socks_over_tls_sends_its_server_name_as_sni_and_no_sni_for_an_address() {
+    let test = "socks_over_tls_sends_its_server_name_as_sni_and_no_sni_for_an_address";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let echo = tcp_echo();
+    let upstream = free_addr();
+    // Two certificates, the one for another host first: Go's TLS server
+    // picks the first whose names match the client's SNI, and without SNI
+    // the first of all.
+    let inbound = v2ray_tls_socks_inbound(upstream, &pki.server).replace(
+        r#""certificates": ["#,
+        &format!(
+            r#""certificates": [{{ "certificateFile": {}, "keyFile": {} }}, "#,
+            quoted(&pki.other_name.cert),
+            quoted(&pki.other_name.key)
+        ),
+    );
+    let _v2ray = start_v2ray(
+        &v2ray,
+        &dir,
+        &[inbound],
+        &[V2RAY_FREEDOM.to_owned()],
+        &[upstream],
+    );
+    let by_name = free_addr();
+    let by_address = free_addr();
+    let config = plain_inbound("by-name", "socks", by_name)
+        + &plain_inbound("by-address", "socks", by_address)
+        + &tls_outbound("sni", "socks", upstream, &pki.ca, Some("localhost"))
+        + &tls_outbound("address", "socks", upstream, &pki.ca, None)
+        + "[route]\ndefault = \"sni\"\n\n\
+           [[route.rule]]\ninbound_tag = [\"by-address\"]\noutbound = \"address\"\n";
+    let ours = start_ours(&dir, "etemenanki.toml", &config, &[by_name, by_address]);
+
+    // `server_name = "localhost"` goes out as SNI, so v2ray answers with the
+    // certificate for localhost.
+    check_echo(
+        socks5_connect(by_name, echo, None).unwrap(),
+        b"sni localhost",
+    );
+    // The default name is the address dialled, which is no SNI (RFC 6066):
+    // v2ray answers with its first certificate, which does not name
+    // 127.0.0.1.
+    let error = refused(socks5_connect(by_address, echo, None), "no SNI");
+    assert_eq!(error, "socks reply 1");
+    ours.wait_for_log(
+        "ended: tls handshake with 127.0.0.1 failed: certificate verify failed: IP address mismatch",
+    );
+}
+
+#[test]
+fn socks_over_tls_with_insecure_reaches_a_self_signed_v2ray() {
+    let test = "socks_over_tls_with_insecure_reaches_a_self_signed_v2ray";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let echo = tcp_echo();
+    let upstream = free_addr();
+    let _v2ray = start_v2ray(
+        &v2ray,
+        &dir,
+        &[v2ray_tls_socks_inbound(upstream, &pki.untrusted)],
+        &[V2RAY_FREEDOM.to_owned()],
+        &[upstream],
+    );
+    let front = free_addr();
+    let config = format!(
+        "{}[[outbound]]\ntag = \"out\"\nprotocol = \"socks\"\nserver = \"{}\"\nport = {}\n\n\
+         [outbound.stream]\nnetwork = \"tls\"\n\n[outbound.stream.tls]\ninsecure = true\n\n\
+         [route]\ndefault = \"out\"\n",
+        plain_inbound("socks-in", "socks", front),
+        upstream.ip(),
+        upstream.port()
+    );
+    let _ours = start_ours(&dir, "etemenanki.toml", &config, &[front]);
+
+    // The certificate nobody trusts is not checked at all.
+    check_echo(
+        socks5_connect(front, echo, None).unwrap(),
+        b"hello, whoever you are",
+    );
+    check_echo(socks5_connect(front, echo, None).unwrap(), &pattern(BULK));
+}
