@@ -336,6 +336,14 @@ fn curl_fetches_through_our_https_proxy_inbound_with_its_ca() {
     );
     // Our side says why, and serves the next client that trusts it.
     ours.wait_for_log("ended: tls handshake failed: tlsv1 alert unknown ca");
+    // Plain HTTP to the HTTPS proxy is refused at its first bytes.
+    let plain = format!("http://{listen}");
+    let (status, stderr) = curl_status(&curl, &["--proxy", &plain], &format!("http://{origin}/"));
+    assert!(
+        !status.success(),
+        "plain http through an https proxy succeeded: {stderr}"
+    );
+    ours.wait_for_log("ended: tls handshake failed: http request");
     let args = ["--proxy", &by_ip, "--proxy-cacert", &ca, "--proxytunnel"];
     assert_eq!(
         crate::curl::fetch(&curl, &args, origin),
@@ -757,4 +765,63 @@ fn socks_over_tls_with_insecure_reaches_a_self_signed_v2ray() {
         b"hello, whoever you are",
     );
     check_echo(socks5_connect(front, echo, None).unwrap(), &pattern(BULK));
+}
+
+#[test]
+fn curl_verifies_our_https_proxy_inbound_through_an_intermediate_ca() {
+    let test = "curl_verifies_our_https_proxy_inbound_through_an_intermediate_ca";
+    let Some(curl) = peer(test, "curl") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    const BODY: &[u8] = b"served through a chain\n";
+    let origin = http_origin(BODY);
+    let listen = free_addr();
+    // cert_file holds the leaf and the intermediate: our inbound must send
+    // both, since curl trusts only the root.
+    let config = format!(
+        "inbound https-proxy http {{\n  listen = {listen}\n  \
+         tls {{ cert_file = {}  key_file = {} }}\n}}\n\
+         outbound direct freedom {{}}\nroute {{ default -> direct }}\n",
+        quoted(&pki.chained.cert),
+        quoted(&pki.chained.key)
+    );
+    let _ours = start_ours(&dir, "etemenanki.et", &config, &[listen]);
+
+    let ca = pki.ca.display().to_string();
+    let proxy = format!("https://{listen}");
+    let tunnel = ["--proxy", &proxy, "--proxy-cacert", &ca, "--proxytunnel"];
+    assert_eq!(crate::curl::fetch(&curl, &tunnel, origin), BODY);
+}
+
+#[test]
+fn http_over_tls_verifies_sing_box_through_an_intermediate_ca() {
+    let test = "http_over_tls_verifies_sing_box_through_an_intermediate_ca";
+    let Some(sing_box) = peer(test, "sing-box") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let echo = tcp_echo();
+    let upstream = free_addr();
+    let config = format!(
+        r#"{{ "log": {{ "level": "info" }},
+  "inbounds": [{}],
+  "outbounds": [{{ "type": "direct", "tag": "direct" }}] }}
+"#,
+        sing_box_tls_http_inbound("http-tls", upstream, &pki.chained)
+    );
+    let _sing_box = start_sing_box(&sing_box, &dir, &config, &[upstream]);
+    let front = free_addr();
+    // ca_file is the root alone: the intermediate comes from sing-box.
+    let config = plain_inbound("socks-in", "socks", front)
+        + &tls_outbound("out", "http", upstream, &pki.ca, None)
+        + "[route]\ndefault = \"out\"\n";
+    let _ours = start_ours(&dir, "etemenanki.toml", &config, &[front]);
+
+    check_echo(
+        socks5_connect(front, echo, None).unwrap(),
+        b"hello through a chain",
+    );
 }

@@ -1,8 +1,8 @@
 //! Throwaway certificates for the TLS tests, made at test time with the
-//! `openssl` CLI in the test's scratch directory: a CA, leaves it signs, and
-//! a self-signed leaf nobody trusts. Keys are P-256, generated in
-//! milliseconds; everything is valid for two days. Nothing here is secret
-//! and nothing is committed.
+//! `openssl` CLI in the test's scratch directory: a CA, leaves it signs
+//! directly or through an intermediate, and a self-signed leaf nobody
+//! trusts. Keys are P-256, generated in milliseconds; everything is valid
+//! for two days. Nothing here is secret and nothing is committed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,6 +31,10 @@ pub struct Pki {
     pub other_name: Pair,
     /// Self-signed for [`SAN`]: the right name, from no trusted issuer.
     pub untrusted: Pair,
+    /// For [`SAN`], signed by an intermediate CA that the CA signed: its
+    /// `cert` file holds the leaf and then the intermediate, so a client
+    /// that trusts only the CA can verify it when the server sends both.
+    pub chained: Pair,
 }
 
 impl Pki {
@@ -80,11 +84,29 @@ impl Pki {
             Some(&ca),
         );
         let untrusted = leaf("untrusted", "localhost", SAN, None);
+        let intermediate = openssl.req(
+            "intermediate",
+            "Etemenanki interop intermediate CA",
+            Some(&ca),
+            &[
+                "basicConstraints=critical,CA:TRUE,pathlen:0",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        );
+        let leaf_only = leaf("chained-leaf", "localhost", SAN, Some(&intermediate));
+        let chained = Pair {
+            cert: dir.join("chained.pem"),
+            key: leaf_only.key,
+        };
+        let mut chain = std::fs::read(&leaf_only.cert).expect("reading the leaf");
+        chain.extend(std::fs::read(&intermediate.cert).expect("reading the intermediate"));
+        std::fs::write(&chained.cert, chain).expect("writing the chain");
         Pki {
             ca: ca.cert,
             server,
             other_name,
             untrusted,
+            chained,
         }
     }
 }
