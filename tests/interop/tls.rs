@@ -428,26 +428,25 @@ fn sing_box_http_outbound_over_tls_reaches_our_https_proxy_inbound() {
     ours.wait_for_log(&format!("-> {echo} (sniffed None) via direct@v1"));
 }
 
-/// Our configuration for a failure test: one plain `protocol` inbound per
-/// upstream (`via-good`, `via-untrusted`, `via-other-name`), each routed by
-/// its tag to our `protocol` outbound over TLS to that upstream.
+/// Our configuration for a failure test: for each `(tag, front, upstream)`
+/// a plain `protocol` inbound `via-<tag>` on `front`, routed by its tag to
+/// our `protocol` outbound `tag` over TLS to `upstream`; the first is the
+/// default.
 fn failure_config(
     protocol: &str,
-    fronts: [SocketAddr; 3],
-    upstreams: [SocketAddr; 3],
+    routes: &[(&str, SocketAddr, SocketAddr)],
     ca: &Path,
     server_name: Option<&str>,
 ) -> String {
-    let tags = ["good", "untrusted", "other-name"];
     let mut config = String::new();
-    for (tag, front) in tags.iter().zip(fronts) {
+    for &(tag, front, _) in routes {
         config += &plain_inbound(&format!("via-{tag}"), protocol, front);
     }
-    for (tag, upstream) in tags.iter().zip(upstreams) {
+    for &(tag, _, upstream) in routes {
         config += &tls_outbound(tag, protocol, upstream, ca, server_name);
     }
-    config += "[route]\ndefault = \"good\"\n\n";
-    for tag in tags {
+    config += &format!("[route]\ndefault = \"{}\"\n\n", routes[0].0);
+    for &(tag, _, _) in routes {
         config +=
             &format!("[[route.rule]]\ninbound_tag = [\"via-{tag}\"]\noutbound = \"{tag}\"\n\n");
     }
@@ -486,7 +485,13 @@ fn socks_over_tls_refuses_untrusted_and_misnamed_servers_and_keeps_serving() {
     );
     let fronts @ [good, untrusted, other_name] = [free_addr(), free_addr(), free_addr()];
     // The name checked is the server's address, 127.0.0.1.
-    let config = failure_config("socks", fronts, upstreams, &pki.ca, None);
+    let routes = ["good", "untrusted", "other-name"]
+        .into_iter()
+        .zip(fronts)
+        .zip(upstreams)
+        .map(|((tag, front), upstream)| (tag, front, upstream))
+        .collect::<Vec<_>>();
+    let config = failure_config("socks", &routes, &pki.ca, None);
     let ours = start_ours(&dir, "etemenanki.toml", &config, &fronts);
 
     check_echo(socks5_connect(good, echo, None).unwrap(), b"good before");
@@ -538,7 +543,13 @@ fn http_over_tls_refuses_untrusted_and_misnamed_servers_and_keeps_serving() {
     let _sing_box = start_sing_box(&sing_box, &dir, &config, &upstreams);
     let fronts @ [good, untrusted, other_name] = [free_addr(), free_addr(), free_addr()];
     // The name checked (and sent as SNI) is localhost.
-    let config = failure_config("http", fronts, upstreams, &pki.ca, Some("localhost"));
+    let routes = ["good", "untrusted", "other-name"]
+        .into_iter()
+        .zip(fronts)
+        .zip(upstreams)
+        .map(|((tag, front), upstream)| (tag, front, upstream))
+        .collect::<Vec<_>>();
+    let config = failure_config("http", &routes, &pki.ca, Some("localhost"));
     let ours = start_ours(&dir, "etemenanki.toml", &config, &fronts);
 
     let bad_gateway = "http proxy answered \"HTTP/1.1 502 Bad Gateway\"";
@@ -824,4 +835,40 @@ fn http_over_tls_verifies_sing_box_through_an_intermediate_ca() {
         socks5_connect(front, echo, None).unwrap(),
         b"hello through a chain",
     );
+}
+
+#[test]
+fn socks_over_tls_to_a_plain_socks_server_fails_cleanly_and_keeps_serving() {
+    let test = "socks_over_tls_to_a_plain_socks_server_fails_cleanly_and_keeps_serving";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let echo = tcp_echo();
+    let tls = free_addr();
+    let plain = free_addr();
+    let plain_inbound = format!(
+        r#"{{ "listen": "127.0.0.1", "port": {}, "protocol": "socks",
+  "settings": {{ "auth": "noauth", "udp": false }} }}"#,
+        plain.port()
+    );
+    let _v2ray = start_v2ray(
+        &v2ray,
+        &dir,
+        &[v2ray_tls_socks_inbound(tls, &pki.server), plain_inbound],
+        &[V2RAY_FREEDOM.to_owned()],
+        &[tls, plain],
+    );
+    let (good, misconfigured) = (free_addr(), free_addr());
+    let routes = [("good", good, tls), ("plain", misconfigured, plain)];
+    let config = failure_config("socks", &routes, &pki.ca, None);
+    let ours = start_ours(&dir, "etemenanki.toml", &config, &[good, misconfigured]);
+
+    // v2ray reads our ClientHello as a SOCKS greeting of version 22 and
+    // hangs up: a failed dial, not a stalled one.
+    let error = refused(socks5_connect(misconfigured, echo, None), "a plain server");
+    assert_eq!(error, "socks reply 1");
+    ours.wait_for_log("ended: tls handshake with 127.0.0.1 failed: the peer closed the connection");
+    check_echo(socks5_connect(good, echo, None).unwrap(), b"good after");
 }
