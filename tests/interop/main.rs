@@ -11,4 +11,5 @@ mod microsocks;
 #[path = "../support/mod.rs"]
 mod support;
 mod tinyproxy;
+mod tls;
 mod v2ray;
