@@ -12,7 +12,6 @@ mod route;
 mod transport;
 pub mod values;
 
-use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
 use etemenanki_ir::spec::{DrainPolicy, Spec};
@@ -32,7 +31,6 @@ pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
         diags: Vec::new(),
         base,
         source,
-        line_starts: OnceCell::new(),
     };
     let drain = config
         .drain
@@ -76,9 +74,6 @@ pub(crate) struct Cx<'a> {
     /// certificate paths are relative to it.
     pub base: PathBuf,
     pub source: &'a Source,
-    /// The byte offset each line starts at, so [`Cx::line`] is a binary
-    /// search and not a scan from the top of the file for every rule.
-    line_starts: OnceCell<Vec<usize>>,
 }
 
 impl Cx<'_> {
@@ -98,12 +93,7 @@ impl Cx<'_> {
 
     /// The 1-based line a byte offset is on.
     pub fn line(&self, offset: usize) -> u32 {
-        let starts = self.line_starts.get_or_init(|| {
-            std::iter::once(0)
-                .chain(self.source.text.match_indices('\n').map(|(at, _)| at + 1))
-                .collect()
-        });
-        starts.partition_point(|&start| start <= offset) as u32
+        (self.source.line_index(offset) + 1) as u32
     }
 
     /// Reads a secret: inline, from the environment, or from a file (one
