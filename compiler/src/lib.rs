@@ -12,6 +12,7 @@ pub mod diagnostic;
 pub mod lower;
 pub mod plan_view;
 pub mod render;
+pub mod secrets;
 pub mod syntax;
 pub mod validate;
 

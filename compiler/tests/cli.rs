@@ -218,3 +218,90 @@ fn inspect_of_every_outbound_protocol_is_pinned() {
         insta::assert_snapshot!("outbounds_human", String::from_utf8(out.stdout).unwrap());
     });
 }
+
+/// A valid configuration whose inline secrets sit beside a warning (an
+/// outbound nothing routes to), one of them written without quotes where
+/// TOML reads a number.
+const SECRET_BESIDE_A_WARNING: &str = r#"
+[[outbound]]
+tag = "proxy"
+protocol = "trojan"
+server = "proxy.example.com"
+port = 443
+[outbound.stream]
+network = "tls"
+[outbound.settings]
+password = "correct-horse-battery-staple"
+
+[[outbound]]
+tag = "unused"
+settings = { user = "alice", pass = "tr0ub4dor-and-3" }
+protocol = "socks"
+server = "socks.example.com"
+port = 1080
+"#;
+
+#[test]
+fn a_secret_value_never_appears_in_check_or_build_output() {
+    let dir = temp("secret-output");
+    let config = dir.join("c.toml");
+    std::fs::write(&config, SECRET_BESIDE_A_WARNING).unwrap();
+    let config = config.to_str().unwrap();
+    let plan = dir.join("plan.bin");
+    let runs = [
+        etc(&["check", config]),
+        etc(&["check", "--format", "json", config]),
+        etc(&["build", config, "-o", plan.to_str().unwrap()]),
+    ];
+    for out in runs {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("nothing routes to outbound unused"), "{text}");
+        for secret in ["correct-horse", "tr0ub4dor"] {
+            assert!(!text.contains(secret), "{secret} printed:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn a_secret_written_without_quotes_is_never_echoed_by_any_command() {
+    let dir = temp("unquoted-secret");
+    let et = dir.join("c.et");
+    std::fs::write(
+        &et,
+        "outbound proxy trojan {\n  server = proxy.example.com:443\n  password = hunter2x\n  tls {}\n}\n",
+    )
+    .unwrap();
+    let toml = dir.join("c.toml");
+    std::fs::write(
+        &toml,
+        SECRET_BESIDE_A_WARNING.replace("\"correct-horse-battery-staple\"", "987654321"),
+    )
+    .unwrap();
+    for (config, secret, kind) in [(&et, "hunter2x", "name"), (&toml, "987654321", "integer")] {
+        let config = config.to_str().unwrap();
+        let runs = [
+            etc(&["check", config]),
+            etc(&["check", "--format", "json", config]),
+            etc(&["plan", "--from", config, config]),
+            etc(&["plan", "--format", "json", "--from", config, config]),
+            etc(&["route", config, "tcp", "example.com:443"]),
+        ];
+        for out in runs {
+            assert_eq!(out.status.code(), Some(1));
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                text.contains(&format!("invalid type: {kind}, expected")),
+                "{text}"
+            );
+            assert!(!text.contains(secret), "{secret} printed:\n{text}");
+        }
+    }
+}
