@@ -305,3 +305,38 @@ fn a_secret_written_without_quotes_is_never_echoed_by_any_command() {
         }
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::process::Stdio;
+    // Far more than a pipe holds, so writing fails once the reader is gone
+    // whenever it goes.
+    let config: String = (0..3000)
+        .map(|n| format!("[[outbound]]\ntag = \"o{n}\"\nprotocol = \"freedom\"\n\n"))
+        .collect();
+    let path = temp("closed-reader").join("many.toml");
+    std::fs::write(&path, config).unwrap();
+    for (format, stdout) in [("json", true), ("human", false)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_etc"))
+            .args(["check", "--format", format, path.to_str().unwrap()])
+            .env("NO_COLOR", "1")
+            .stdout(if stdout { Stdio::piped() } else { Stdio::null() })
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("etc runs");
+        let report = if stdout {
+            drop(child.stdout.take());
+            child.stderr.take()
+        } else {
+            drop(child.stderr.take());
+            None
+        };
+        let status = child.wait().unwrap();
+        let mut said = String::new();
+        if let Some(mut stderr) = report {
+            std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+        }
+        assert_eq!(status.code(), Some(0), "{format}: {said}");
+        assert!(said.is_empty(), "{format}: {said}");
+    }
+}

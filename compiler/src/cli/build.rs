@@ -26,11 +26,11 @@ pub fn run(args: Args) -> ExitCode {
     let bytes = compiled.plan_bytes(&source);
     match write_private(&args.output, &bytes) {
         Ok(()) => {
-            eprintln!("wrote {} ({} bytes)", args.output.display(), bytes.len());
+            errln!("wrote {} ({} bytes)", args.output.display(), bytes.len());
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("error: cannot write {}: {err}", args.output.display());
+            errln!("error: cannot write {}: {err}", args.output.display());
             ExitCode::from(USAGE)
         }
     }

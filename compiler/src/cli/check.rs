@@ -33,7 +33,7 @@ pub fn run(args: Args) -> ExitCode {
                 checked.push((source, diags));
             }
             Err(err) => {
-                eprintln!(
+                errln!(
                     "error: cannot read {}: {}",
                     path.display(),
                     lower::io_text(&err)
@@ -46,14 +46,14 @@ pub fn run(args: Args) -> ExitCode {
         Format::Human => {
             let style = Style::detect();
             for (source, diags) in &checked {
-                eprint!("{}", render::human(source, diags, style));
-                eprintln!("{}", render::summary(&source.path, diags));
+                err!("{}", render::human(source, diags, style));
+                errln!("{}", render::summary(&source.path, diags));
             }
         }
         Format::Json => {
             let files: Vec<(&Source, &[Diagnostic])> =
                 checked.iter().map(|(s, d)| (s, &d[..])).collect();
-            println!("{}", render::json(&files));
+            outln!("{}", render::json(&files));
         }
     }
     let failed = checked

@@ -25,12 +25,12 @@ pub fn run(args: Args) -> ExitCode {
         Ok(bytes) => match encode::decode(&bytes) {
             Ok(plan) => plan,
             Err(err) => {
-                eprintln!("error: {}: {err}", args.plan.display());
+                errln!("error: {}: {err}", args.plan.display());
                 return ExitCode::from(USAGE);
             }
         },
         Err(err) => {
-            eprintln!(
+            errln!(
                 "error: cannot read {}: {}",
                 args.plan.display(),
                 crate::lower::io_text(&err)
@@ -39,8 +39,8 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     match args.format {
-        Format::Human => print!("{}", human(&plan)),
-        Format::Json => println!(
+        Format::Human => out!("{}", human(&plan)),
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&as_json(&plan)).expect("json")
         ),

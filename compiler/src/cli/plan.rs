@@ -55,8 +55,8 @@ pub fn run(args: Args) -> ExitCode {
     };
     let plan = plan::plan(&old, &new);
     match args.format {
-        Format::Human => print!("{}", plan_view::human(&plan, args.verbose)),
-        Format::Json => println!("{}", plan_view::json(&plan)),
+        Format::Human => out!("{}", plan_view::human(&plan, args.verbose)),
+        Format::Json => outln!("{}", plan_view::json(&plan)),
     }
     match args.detailed_exitcode && plan.has_changes() {
         true => ExitCode::from(CHANGES),
@@ -79,8 +79,8 @@ impl LoadError {
         match self {
             // No source snippets: a line next to an error may hold a secret.
             LoadError::Compile(Failure::Invalid(source, diags)) if format == Format::Human => {
-                eprint!("{}", render::compact(source, diags));
-                eprintln!("{}", render::summary(&source.path, diags));
+                err!("{}", render::compact(source, diags));
+                errln!("{}", render::summary(&source.path, diags));
                 INVALID
             }
             LoadError::Compile(failure) => {
@@ -91,7 +91,7 @@ impl LoadError {
                 }
             }
             LoadError::File(message) => {
-                eprintln!("error: {message}");
+                errln!("error: {message}");
                 USAGE
             }
         }

@@ -39,7 +39,7 @@ pub fn run(args: Args) -> ExitCode {
     let (host, port) = match parse_destination(&args.destination) {
         Ok(destination) => destination,
         Err(why) => {
-            eprintln!("error: {why}");
+            errln!("error: {why}");
             return ExitCode::from(USAGE);
         }
     };
@@ -64,14 +64,14 @@ pub fn run(args: Args) -> ExitCode {
         Some(index) => {
             let rule = &table.rules()[index];
             let why = rule.explain(&flow).unwrap_or_default();
-            println!(
+            outln!(
                 "rule {} (line {}) -> {}: {why}",
                 index + 1,
                 rule.line,
                 decision.target
             );
         }
-        None => println!("default -> {}: no rule matches", decision.target),
+        None => outln!("default -> {}: no rule matches", decision.target),
     }
     ExitCode::SUCCESS
 }

@@ -32,7 +32,7 @@ pub fn run(args: Args) -> ExitCode {
         .unwrap_or_default();
     let plan = std::env::temp_dir().join(format!("etemenanki-{stem}-{}.bin", std::process::id()));
     if let Err(err) = etemenanki_ir::file::write_private(&plan, &compiled.plan_bytes(&source)) {
-        eprintln!("error: cannot write {}: {err}", plan.display());
+        errln!("error: cannot write {}: {err}", plan.display());
         return ExitCode::from(USAGE);
     }
     let runtime = runtime_binary();
@@ -40,7 +40,7 @@ pub fn run(args: Args) -> ExitCode {
         .arg(&plan)
         .args(&args.runtime_args)
         .exec();
-    eprintln!("error: cannot start {}: {err}", runtime.display());
+    errln!("error: cannot start {}: {err}", runtime.display());
     ExitCode::from(USAGE)
 }
 
