@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::{Format, INVALID, USAGE};
 use crate::render::{self, Style};
-use crate::{compile, lower, Diagnostic, Source};
+use crate::{compile_file, Diagnostic, Failure, Source};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,21 +23,11 @@ pub fn run(args: Args) -> ExitCode {
     let mut checked: Vec<(Source, Vec<Diagnostic>)> = Vec::new();
     let mut unreadable = false;
     for path in &args.files {
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
-                let source = Source::new(path.display().to_string(), text);
-                let diags = match compile(&source) {
-                    Ok(compiled) => compiled.warnings,
-                    Err(diags) => diags,
-                };
-                checked.push((source, diags));
-            }
-            Err(err) => {
-                errln!(
-                    "error: cannot read {}: {}",
-                    path.display(),
-                    lower::io_text(&err)
-                );
+        match compile_file(path) {
+            Ok((source, compiled)) => checked.push((source, compiled.warnings)),
+            Err(Failure::Invalid(source, diags)) => checked.push((source, diags)),
+            Err(Failure::Io(message)) => {
+                errln!("error: {message}");
                 unreadable = true;
             }
         }

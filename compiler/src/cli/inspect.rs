@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use etemenanki_ir::encode::{self, Plan};
+use etemenanki_ir::file::{read_regular, PLAN_LIMIT};
 use etemenanki_ir::spec::{
     DnsSpec, InboundProtocol, OutboundProtocol, Spec, StreamShape, TransportSpec,
 };
@@ -21,7 +22,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let plan = match std::fs::read(&args.plan) {
+    let plan = match read_regular(&args.plan, PLAN_LIMIT) {
         Ok(bytes) => match encode::decode(&bytes) {
             Ok(plan) => plan,
             Err(err) => {

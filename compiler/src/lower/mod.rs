@@ -14,6 +14,7 @@ pub mod values;
 
 use std::path::{Path, PathBuf};
 
+use etemenanki_ir::file::read_regular;
 use etemenanki_ir::spec::{DrainPolicy, Spec};
 
 use crate::config::{Config, SecretValue, Spanned};
@@ -91,6 +92,13 @@ impl Cx<'_> {
         self.base.join(path)
     }
 
+    /// Reads a file the configuration names: a regular file of at most
+    /// `limit` bytes (a FIFO would hang the compiler, `/dev/zero` exhaust
+    /// its memory).
+    pub fn read(&self, path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+        read_regular(&self.path(path), limit)
+    }
+
     /// The 1-based line a byte offset is on.
     pub fn line(&self, offset: usize) -> u32 {
         (self.source.line_index(offset) + 1) as u32
@@ -115,7 +123,7 @@ impl Cx<'_> {
                     String::new()
                 }
             },
-            SecretValue::File(path) => match std::fs::read_to_string(self.path(path)) {
+            SecretValue::File(path) => match self.read(path, SECRET_LIMIT).and_then(utf8) {
                 Ok(text) => text.strip_suffix('\n').map(str::to_owned).unwrap_or(text),
                 Err(err) => {
                     self.error(
@@ -173,6 +181,18 @@ impl Cx<'_> {
         }
         None
     }
+}
+
+/// The largest secret file read: far more than any password or key.
+const SECRET_LIMIT: u64 = 1 << 20;
+
+/// The largest certificate, key or CA bundle read: ten times the size of a
+/// system's whole CA bundle.
+pub(crate) const PEM_LIMIT: u64 = 16 << 20;
+
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 /// The span of an optional value, for "set but not accepted" checks.
