@@ -52,8 +52,12 @@ pub enum Failure {
 /// warning found, in source order.
 pub fn compile(source: &Source) -> Result<Compiled, Vec<Diagnostic>> {
     let config = syntax::parse(source)?;
-    let (spec, mut diags) = lower::lower(&config, source);
-    diags.extend(validate::validate(&config, &spec));
+    let lower::Lowered {
+        spec,
+        origins,
+        mut diags,
+    } = lower::lower(&config, source);
+    diags.extend(validate::validate(&config, &spec, &origins));
     diags.sort_by_key(|d| (d.span.start, d.severity));
     if diags.iter().any(Diagnostic::is_error) {
         Err(diags)

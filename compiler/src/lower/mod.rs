@@ -21,9 +21,27 @@ use crate::config::{Config, SecretValue, Spanned};
 use crate::diagnostic::{Diagnostic, Source, Span};
 use crate::{codes, diagnostic};
 
-/// Lowers a parsed configuration. Returns the spec and every diagnostic found
-/// on the way; the spec is meaningful only when no diagnostic is an error.
-pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
+/// A lowered configuration.
+pub struct Lowered {
+    /// Meaningful only when no diagnostic is an error. An inbound, outbound
+    /// or rule whose lowering reported an error is left out, so the
+    /// analyses in `validate` never see a placeholder: a value already
+    /// reported feeds no follow-on diagnostic.
+    pub spec: Spec,
+    pub origins: Origins,
+    pub diags: Vec<Diagnostic>,
+}
+
+/// Where the inbounds and rules of a [`Lowered`] spec came from: the index
+/// of each in the configuration.
+#[derive(Debug, Default)]
+pub struct Origins {
+    pub inbounds: Vec<usize>,
+    pub rules: Vec<usize>,
+}
+
+/// Lowers a parsed configuration, reporting every problem on the way.
+pub fn lower(config: &Config, source: &Source) -> Lowered {
     let base = Path::new(&source.path)
         .parent()
         .map(Path::to_path_buf)
@@ -37,22 +55,14 @@ pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
         .drain
         .as_ref()
         .map_or(DrainPolicy::Keep, |d| d.get_ref().0);
-    let outbounds = config
-        .outbounds
-        .iter()
-        .map(|o| outbound::lower(&mut cx, o, drain))
-        .collect();
-    let inbounds = config
-        .inbounds
-        .iter()
-        .map(|i| inbound::lower(&mut cx, i))
-        .collect();
+    let (outbounds, _) = cx.each_clean(&config.outbounds, |cx, o| outbound::lower(cx, o, drain));
+    let (inbounds, inbound_origins) = cx.each_clean(&config.inbounds, inbound::lower);
     let balancers = config
         .balancers
         .iter()
         .map(|b| balancer::lower(&mut cx, b))
         .collect();
-    let route = route::lower(&mut cx, config);
+    let (route, rule_origins) = route::lower(&mut cx, config);
     let dns = host::dns(&mut cx, config.dns.as_ref());
     let socket = host::socket(&mut cx, config.socket.as_ref());
     let limits = host::limits(&mut cx, config.limits.as_ref());
@@ -65,7 +75,14 @@ pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
         socket,
         limits,
     };
-    (spec, cx.diags)
+    Lowered {
+        spec,
+        origins: Origins {
+            inbounds: inbound_origins,
+            rules: rule_origins,
+        },
+        diags: cx.diags,
+    }
 }
 
 /// The lowering context: where diagnostics go and where relative paths start.
@@ -86,6 +103,26 @@ impl Cx<'_> {
     ) -> &mut Diagnostic {
         self.diags.push(Diagnostic::error(code, span, message));
         self.diags.last_mut().expect("just pushed")
+    }
+
+    /// Lowers each item, keeping those that reported no error, with their
+    /// indices.
+    pub fn each_clean<T, L>(
+        &mut self,
+        items: &[T],
+        mut lower: impl FnMut(&mut Self, &T) -> L,
+    ) -> (Vec<L>, Vec<usize>) {
+        let mut kept = Vec::with_capacity(items.len());
+        let mut origins = Vec::with_capacity(items.len());
+        for (at, item) in items.iter().enumerate() {
+            let before = self.diags.len();
+            let lowered = lower(self, item);
+            if !self.diags[before..].iter().any(Diagnostic::is_error) {
+                kept.push(lowered);
+                origins.push(at);
+            }
+        }
+        (kept, origins)
     }
 
     pub fn path(&self, path: &str) -> PathBuf {

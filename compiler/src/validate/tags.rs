@@ -1,6 +1,6 @@
 //! Tags: non-empty, unique, and every reference to one resolves.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::codes;
 use crate::config::{Config, Spanned};
@@ -126,8 +126,10 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
         .default
         .iter()
         .chain(route.rules.iter().map(|r| &r.get_ref().outbound));
+    let target_set: HashSet<&str> = targets.iter().copied().collect();
+    let inbound_set: HashSet<&str> = inbounds.iter().copied().collect();
     for tag in named {
-        if !targets.contains(&tag.get_ref().as_str()) {
+        if !target_set.contains(tag.get_ref().as_str()) {
             let mut diag = Diagnostic::error(
                 codes::UNKNOWN_TARGET,
                 tag.span(),
@@ -143,7 +145,7 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
     }
     for rule in &route.rules {
         for tag in rule.get_ref().inbound_tag.iter().flatten() {
-            if !inbounds.contains(&tag.get_ref().as_str()) {
+            if !inbound_set.contains(tag.get_ref().as_str()) {
                 let mut diag = Diagnostic::error(
                     codes::UNKNOWN_TARGET,
                     tag.span(),
