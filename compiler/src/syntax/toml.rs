@@ -12,7 +12,16 @@ pub fn parse(text: &str) -> Result<Config, Vec<Diagnostic>> {
 }
 
 fn diagnostic(err: &toml::de::Error, text: &str) -> Diagnostic {
-    let message = err.message().trim_end().to_owned();
+    let span = err.span().unwrap_or(0..0);
+    let span = span.start.min(text.len())..span.end.min(text.len());
+    // toml has no words for some characters (a lone `\r`): say which.
+    let message = match err.message().trim_end() {
+        "" => match text.get(span.start..).and_then(|rest| rest.chars().next()) {
+            Some(c) => format!("unexpected character `{}`", c.escape_debug()),
+            None => "unexpected end of file".to_owned(),
+        },
+        message => message.to_owned(),
+    };
     let code = if message.starts_with("unknown field") {
         codes::UNKNOWN_KEY
     } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
@@ -24,8 +33,6 @@ fn diagnostic(err: &toml::de::Error, text: &str) -> Diagnostic {
     } else {
         codes::SYNTAX
     };
-    let span = err.span().unwrap_or(0..0);
-    let span = span.start.min(text.len())..span.end.min(text.len());
     let message = if secrets::touches(&secrets::spans(text), &span) {
         unquoted(&message)
     } else {
@@ -141,6 +148,13 @@ probe_timeout = -1
         }
         let d = error("[[inbound]]\ntag = \"t\"\nprotocol = \"trojan\"\nport = 1\nsettings.passwords = 24681357\n");
         assert_eq!(d.message, "invalid type: integer, expected a sequence");
+    }
+
+    #[test]
+    fn a_character_toml_has_no_words_for_is_named() {
+        let d = error("# a comment\rwith a lone carriage return\n");
+        assert_eq!(d.message, "unexpected character `\\r`");
+        assert_eq!(d.span, 11..12);
     }
 
     #[test]
