@@ -105,14 +105,14 @@ mod tests {
             .iter()
             .flat_map(|ip| [1u16, 2].map(|port| SocketAddr::new(ip.parse().unwrap(), port)))
             .collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..2_000 {
-            let listens: Vec<SocketAddr> = (0..6)
+        // Every sequence of four of the ten addresses.
+        let n = addresses.len();
+        for mut code in 0..n.pow(4) {
+            let listens: Vec<SocketAddr> = (0..4)
                 .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    addresses[(seed % addresses.len() as u64) as usize]
+                    let address = addresses[code % n];
+                    code /= n;
+                    address
                 })
                 .collect();
             let expected: Vec<Option<usize>> = (0..listens.len())
