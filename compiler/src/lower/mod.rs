@@ -2,7 +2,9 @@
 //!
 //! Lowering never stops at the first problem: a bad value is reported with its
 //! span and lowering carries on with a placeholder, so one run reports
-//! everything. The result is used only when no error was reported.
+//! everything. An inbound, outbound or rule that needed a placeholder is then
+//! left out of the spec, so that no analysis after lowering takes it for what
+//! was written. The result is used only when no error was reported.
 
 mod balancer;
 mod host;
@@ -34,7 +36,7 @@ pub struct Lowered {
 
 /// Where the inbounds and rules of a [`Lowered`] spec came from: the index
 /// of each in the configuration.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Origins {
     pub inbounds: Vec<usize>,
     pub rules: Vec<usize>,
