@@ -149,8 +149,9 @@ shadowsocks-2022, hysteria2 and wireguard.",
     Code {
         code: NOT_APPLICABLE,
         title: "setting does not apply to this protocol",
-        explanation: "The key exists, but not for this protocol: for example `id` on a trojan outbound, or a \
-stream transport on a freedom outbound. Such a key would be silently ignored, so it is refused.",
+        explanation: "The key exists, but not for this protocol: for example `id` on a trojan outbound, a \
+stream transport on a freedom outbound, or a ws or grpc transport on a socks or http inbound (which \
+serve over TCP, with or without TLS). Such a key would be silently ignored, so it is refused.",
     },
     Code {
         code: MISSING_SETTING,

@@ -307,6 +307,9 @@ pub struct Route {
     /// Defaults to the first outbound.
     #[serde(default)]
     pub default: Option<Spanned<String>>,
+    /// `as_is` (the default), `ip_if_non_match` or `ip_on_demand`.
+    #[serde(default)]
+    pub domain_strategy: Option<Spanned<String>>,
     #[serde(default, rename = "rule")]
     pub rules: Vec<Spanned<Rule>>,
 }
@@ -375,6 +378,8 @@ pub struct Limits {
     pub max_connections: Option<Spanned<u32>>,
     #[serde(default)]
     pub max_handshakes: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub max_handshakes_per_source: Option<Spanned<u32>>,
     #[serde(default)]
     pub handshake_timeout: Option<Spanned<Seconds>>,
     #[serde(default)]

@@ -209,10 +209,12 @@ fn explain_prints_the_long_text_of_a_code() {
     assert_eq!(etc(&["explain", "E9999"]).status.code(), Some(2));
 }
 
-#[test]
-fn inspect_of_every_outbound_protocol_is_pinned() {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/outbounds.toml");
-    let plan = temp("inspect-snapshot").join("plan.bin");
+/// `etc inspect` of a configuration under examples/, pinned as `snapshot`.
+fn assert_inspect_snapshot(example: &str, snapshot: &str) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let plan = temp(&format!("inspect-{snapshot}")).join("plan.bin");
     let built = etc(&[
         "build",
         example.to_str().unwrap(),
@@ -232,7 +234,7 @@ fn inspect_of_every_outbound_protocol_is_pinned() {
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {
-        insta::assert_snapshot!("outbounds_human", String::from_utf8(out.stdout).unwrap());
+        insta::assert_snapshot!(snapshot, String::from_utf8(out.stdout).unwrap());
     });
 }
 
@@ -467,4 +469,14 @@ fn a_state_file_shorter_than_its_header_is_told_by_its_magic() {
         let text = String::from_utf8(out.stderr).unwrap();
         assert_eq!(text, format!("error: {}: {says}\n", old.display()));
     }
+}
+
+#[test]
+fn inspect_of_every_outbound_protocol_is_pinned() {
+    assert_inspect_snapshot("outbounds.toml", "outbounds_human");
+}
+
+#[test]
+fn inspect_of_every_inbound_protocol_and_its_tls_is_pinned() {
+    assert_inspect_snapshot("inbounds.toml", "inbounds_human");
 }

@@ -282,3 +282,183 @@ default = "nowhere"
         assert!(codes.contains(&code), "{code} missing from {codes:?}");
     }
 }
+
+/// A source beside examples/, where `tls/cert.pem` and `tls/key.pem` are.
+fn beside_examples(text: &str) -> Source {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/test.toml");
+    Source::new(path.display().to_string(), text)
+}
+
+fn example_file(name: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name),
+    )
+    .unwrap()
+}
+
+#[test]
+fn socks_and_http_inbounds_serve_tls_read_when_compiled() {
+    let text = r#"
+[[inbound]]
+tag = "socks-tls"
+protocol = "socks"
+port = 1443
+[inbound.stream]
+security = "tls"
+[inbound.stream.tls]
+cert_file = "tls/cert.pem"
+key_file = "tls/key.pem"
+
+[[inbound]]
+tag = "https"
+protocol = "http"
+port = 8443
+[inbound.stream]
+network = "tcp"
+security = "tls"
+[inbound.stream.tls]
+cert_file = "tls/cert.pem"
+key_file = "tls/key.pem"
+alpn = ["http/1.1"]
+
+[[inbound]]
+tag = "plain"
+protocol = "socks"
+port = 1080
+[inbound.stream]
+network = "tcp"
+security = "none"
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#;
+    let s = compile(&beside_examples(text)).unwrap().spec;
+    let tls_of = |tag: &str| match &s.inbounds.iter().find(|i| i.tag == tag).unwrap().protocol {
+        InboundProtocol::Socks { tls, .. } | InboundProtocol::Http { tls, .. } => tls.clone(),
+        other => panic!("{other:?}"),
+    };
+    let socks = tls_of("socks-tls").unwrap();
+    assert_eq!(socks.cert_path, "tls/cert.pem");
+    assert_eq!(socks.cert_pem, example_file("tls/cert.pem"));
+    assert_eq!(socks.key_pem.expose(), &example_file("tls/key.pem"));
+    assert!(socks.alpn.is_empty());
+    assert_eq!(tls_of("https").unwrap().alpn, ["http/1.1"]);
+    assert_eq!(tls_of("plain"), None);
+}
+
+#[test]
+fn socks_and_http_inbounds_refuse_a_transport_tls_on_tcp_cannot_be() {
+    let cases = [
+        (
+            "network = \"ws\"\nsecurity = \"tls\"\n[inbound.stream.ws]\npath = \"/ws\"\n\
+             [inbound.stream.tls]\ncert_file = \"tls/cert.pem\"\nkey_file = \"tls/key.pem\"",
+            "E0302",
+            "a socks inbound serves over tcp, not network \"ws\"",
+        ),
+        (
+            "[inbound.stream.grpc]\nservice_name = \"tunnel\"",
+            "E0302",
+            "`stream.grpc` does not apply to a socks inbound",
+        ),
+        (
+            "security = \"tls\"",
+            "E0401",
+            "security \"tls\" without a certificate",
+        ),
+        (
+            "[inbound.stream.tls]\ncert_file = \"tls/cert.pem\"\nkey_file = \"tls/key.pem\"",
+            "E0401",
+            "tls settings on a transport without TLS",
+        ),
+        (
+            "security = \"tls\"\n[inbound.stream.tls]\ncert_file = \"tls/cert.pem\"",
+            "E0004",
+            "missing field `key_file`",
+        ),
+        (
+            "security = \"tls\"\n[inbound.stream.tls]\ncert_file = \"tls/cert.pem\"\n\
+             key_file = \"tls/no-such-key.pem\"",
+            "E0403",
+            "cannot read private key file `tls/no-such-key.pem`: no such file",
+        ),
+        (
+            "security = \"tls\"\n[inbound.stream.tls]\ncert_file = \"tls/cert.pem\"\n\
+             key_file = \"tls/cert.pem\"",
+            "E0403",
+            "no private key in PEM file `tls/cert.pem`",
+        ),
+    ];
+    for (stream, code, message) in cases {
+        let text = format!(
+            "[[inbound]]\ntag = \"s\"\nprotocol = \"socks\"\nport = 1443\n\
+             [inbound.stream]\n{stream}\n\
+             [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n"
+        );
+        let diags = compile(&beside_examples(&text)).unwrap_err();
+        let got: Vec<(&str, &str)> = diags.iter().map(|d| (d.code, d.message.as_str())).collect();
+        assert_eq!(got, [(code, message)], "{stream}");
+    }
+}
+
+#[test]
+fn a_tls_block_on_a_socks_or_http_inbound_in_et_is_the_stream_table() {
+    let et = r#"
+inbound socks-tls socks {
+  port = 1443
+  tls { cert_file = "tls/cert.pem"  key_file = "tls/key.pem" }
+}
+inbound https http {
+  port = 8443
+  tls { cert_file = "tls/cert.pem"  key_file = "tls/key.pem"  alpn = ["http/1.1"] }
+}
+outbound direct freedom {}
+"#;
+    let toml = r#"
+[[inbound]]
+tag = "socks-tls"
+protocol = "socks"
+port = 1443
+[inbound.stream]
+security = "tls"
+[inbound.stream.tls]
+cert_file = "tls/cert.pem"
+key_file = "tls/key.pem"
+[[inbound]]
+tag = "https"
+protocol = "http"
+port = 8443
+[inbound.stream]
+security = "tls"
+[inbound.stream.tls]
+cert_file = "tls/cert.pem"
+key_file = "tls/key.pem"
+alpn = ["http/1.1"]
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/test.et");
+    let from_et = compile(&Source::new(path.display().to_string(), et))
+        .unwrap()
+        .spec;
+    let from_toml = compile(&beside_examples(toml)).unwrap().spec;
+    assert_eq!(from_et.inbounds, from_toml.inbounds);
+
+    let ws = "inbound s socks { port = 1443  ws { path = \"/ws\" } }\noutbound direct freedom {}\n";
+    let diags = compile(&Source::new("t.et", ws)).unwrap_err();
+    let got: Vec<(&str, &str, &str)> = diags
+        .iter()
+        .map(|d| (d.code, d.message.as_str(), &ws[d.span.clone()]))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            "E0302",
+            "a socks inbound serves over tcp, not network \"ws\"",
+            "ws"
+        )]
+    );
+}

@@ -19,7 +19,10 @@ use sha2::{Digest, Sha256};
 use crate::spec::Spec;
 
 pub const MAGIC: &[u8; 8] = b"ETEMPLAN";
-pub const FORMAT_VERSION: u16 = 1;
+/// Bumped with every change to the encoding of the spec (2: socks and http
+/// inbounds carry an optional TLS server configuration; 3: the route table
+/// carries its domain strategy).
+pub const FORMAT_VERSION: u16 = 3;
 
 /// A decoded plan: its header and its spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,7 +197,7 @@ mod tests {
         let err = decode(&bytes).unwrap_err().to_string();
         assert_eq!(
             err,
-            "plan format version 9 is not supported: this build reads version 1; rebuild the plan with a matching etc"
+            "plan format version 9 is not supported: this build reads version 3; rebuild the plan with a matching etc"
         );
     }
 

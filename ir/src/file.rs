@@ -19,6 +19,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use rustix::fs::OFlags;
+
 /// The largest plan or state file read: ample for a table of a million
 /// rules, and a bound on what a wrong path can make a reader allocate.
 pub const PLAN_LIMIT: u64 = 1 << 30;
@@ -31,7 +33,7 @@ pub const PLAN_LIMIT: u64 = 1 << 30;
 pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(flag(OFlags::NONBLOCK))
         .open(path)?;
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
@@ -49,6 +51,11 @@ pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// An open(2) flag as `OpenOptionsExt::custom_flags` takes it.
+fn flag(flag: OFlags) -> i32 {
+    flag.bits() as i32
 }
 
 fn describe(kind: std::fs::FileType) -> &'static str {
@@ -112,7 +119,7 @@ fn create_exclusive(path: &Path) -> io::Result<File> {
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(flag(OFlags::NOFOLLOW))
         .open(path)
 }
 

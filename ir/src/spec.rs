@@ -502,9 +502,14 @@ pub enum InboundProtocol {
     Socks {
         accounts: Vec<Account>,
         udp: bool,
+        /// SOCKS over TLS: the TCP control connection is served under TLS;
+        /// UDP relay datagrams stay plain, as in v2ray and sing-box.
+        tls: Option<ServerTls>,
     },
     Http {
         accounts: Vec<Account>,
+        /// An HTTPS proxy (`curl --proxy https://...`).
+        tls: Option<ServerTls>,
     },
     Trojan {
         passwords: Vec<Secret>,
@@ -679,6 +684,11 @@ pub struct Limits {
     pub max_connections: u32,
     /// Connections in their handshake per inbound.
     pub max_handshakes: u32,
+    /// Connections in their handshake per inbound from one source (an IPv4
+    /// address, or an IPv6 /64), so one source cannot take every handshake
+    /// slot of an inbound, as nginx's `limit_conn` keeps one client from
+    /// taking a server.
+    pub max_handshakes_per_source: u32,
     pub handshake_timeout: Duration,
     pub relay_idle_timeout: Duration,
     /// One TCP connect attempt.
@@ -694,6 +704,7 @@ impl Default for Limits {
         Limits {
             max_connections: 65_536,
             max_handshakes: 2_048,
+            max_handshakes_per_source: 64,
             handshake_timeout: Duration::from_secs(10),
             relay_idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(10),

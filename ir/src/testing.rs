@@ -98,6 +98,7 @@ pub fn socks_in(tag: &str, port: u16) -> InboundSpec {
         protocol: InboundProtocol::Socks {
             accounts: vec![],
             udp: true,
+            tls: None,
         },
     }
 }

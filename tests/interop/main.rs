@@ -6,6 +6,9 @@
 mod curl;
 mod dante;
 mod microsocks;
+// Shared with tests/e2e, which uses parts these tests do not.
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
 mod support;
 mod tinyproxy;
 mod v2ray;

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use etemenanki_ir::encode::{self, Plan};
 use etemenanki_ir::file::{read_regular, PLAN_LIMIT};
 use etemenanki_ir::spec::{
-    DnsSpec, InboundProtocol, OutboundProtocol, Spec, StreamShape, TransportSpec,
+    DnsSpec, InboundProtocol, InboundTransport, OutboundProtocol, ServerShape, ServerTls, Spec,
+    StreamShape, TransportSpec,
 };
 use serde_json::json;
 
@@ -77,19 +78,7 @@ pub fn human(plan: &Plan) -> String {
     let _ = writeln!(out, "source sha256 {}", hex(&plan.source_digest));
     let _ = writeln!(out, "\ninbounds ({})", spec.inbounds.len());
     for i in &spec.inbounds {
-        let extra = match &i.protocol {
-            InboundProtocol::Socks { accounts, udp } => {
-                format!("udp {}, {} accounts", on(*udp), accounts.len())
-            }
-            InboundProtocol::Http { accounts } => format!("{} accounts", accounts.len()),
-            InboundProtocol::Trojan { passwords, .. } => format!("{} users", passwords.len()),
-            InboundProtocol::Vless { ids, .. } | InboundProtocol::Vmess { ids, .. } => {
-                format!("{} users", ids.len())
-            }
-            InboundProtocol::Shadowsocks { .. }
-            | InboundProtocol::Ss2022 { .. }
-            | InboundProtocol::Hysteria2 { .. } => String::new(),
-        };
+        let extra = inbound_detail(&i.protocol);
         let _ = writeln!(
             out,
             "  {:<16} {:<17} {}  sniff {}  {}",
@@ -127,9 +116,10 @@ pub fn human(plan: &Plan) -> String {
     }
     let _ = writeln!(
         out,
-        "\nroute: {} rules, default -> {}",
+        "\nroute: {} rules, default -> {}, domain strategy {}",
         spec.route.rules().len(),
-        spec.route.default()
+        spec.route.default(),
+        spec.route.domain_strategy()
     );
     let _ = writeln!(out, "dns: {}", dns(spec));
     out
@@ -140,6 +130,63 @@ fn on(flag: bool) -> &'static str {
         "on"
     } else {
         "off"
+    }
+}
+
+fn inbound_detail(p: &InboundProtocol) -> String {
+    match p {
+        InboundProtocol::Socks { accounts, udp, tls } => format!(
+            "udp {}, {} accounts{}",
+            on(*udp),
+            accounts.len(),
+            over_tls(tls.as_ref())
+        ),
+        InboundProtocol::Http { accounts, tls } => {
+            format!("{} accounts{}", accounts.len(), over_tls(tls.as_ref()))
+        }
+        InboundProtocol::Trojan {
+            passwords,
+            transport,
+        } => format!(
+            "{} users over {}",
+            passwords.len(),
+            server_transport(transport)
+        ),
+        InboundProtocol::Vless { ids, transport } | InboundProtocol::Vmess { ids, transport } => {
+            format!("{} users over {}", ids.len(), server_transport(transport))
+        }
+        InboundProtocol::Hysteria2 { tls, .. } => format!("quic, {}", server_tls(tls)),
+        InboundProtocol::Shadowsocks { udp, .. } => format!("udp {}", on(*udp)),
+        InboundProtocol::Ss2022 { users, udp, .. } => {
+            format!("udp {}, {} users", on(*udp), users.len())
+        }
+    }
+}
+
+/// `, over tls (...)` after the settings of an inbound serving TLS on TCP.
+fn over_tls(tls: Option<&ServerTls>) -> String {
+    tls.map_or_else(String::new, |tls| format!(", over {}", server_tls(tls)))
+}
+
+fn server_transport(t: &InboundTransport) -> String {
+    let shape = match &t.shape {
+        ServerShape::Tcp => "tcp".to_owned(),
+        ServerShape::Ws { path } => format!("ws {path}"),
+        ServerShape::Grpc { service_name } => format!("grpc {service_name}"),
+    };
+    match (&t.tls, &t.shape) {
+        (Some(tls), ServerShape::Tcp) => server_tls(tls),
+        (Some(tls), _) => format!("{shape} + {}", server_tls(tls)),
+        (None, _) => shape,
+    }
+}
+
+/// The certificate's path and the ALPN list; never the key.
+fn server_tls(tls: &ServerTls) -> String {
+    if tls.alpn.is_empty() {
+        format!("tls (cert {})", tls.cert_path)
+    } else {
+        format!("tls (cert {}, alpn {})", tls.cert_path, tls.alpn.join(" "))
     }
 }
 

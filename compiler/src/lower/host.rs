@@ -130,6 +130,12 @@ pub fn limits(cx: &mut Cx, limits: Option<&Spanned<config::Limits>>) -> Limits {
         "max_handshakes",
         &mut out.max_handshakes,
     );
+    count(
+        cx,
+        &l.max_handshakes_per_source,
+        "max_handshakes_per_source",
+        &mut out.max_handshakes_per_source,
+    );
     let timeout = |cx: &mut Cx,
                    v: &Option<Spanned<config::Seconds>>,
                    key: &str,

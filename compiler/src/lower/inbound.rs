@@ -96,7 +96,10 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
             tag,
             listen,
             sniff,
-            protocol: InboundProtocol::Http { accounts: vec![] },
+            protocol: InboundProtocol::Http {
+                accounts: vec![],
+                tls: None,
+            },
         };
     }
     for (key, key_span) in present(s) {
@@ -109,7 +112,8 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
         }
     }
     if let Some(stream) = &i.stream {
-        let carries_stream = matches!(protocol, "trojan" | "vless" | "vmess");
+        // socks and http take TLS only, which transport::tls_only checks.
+        let carries_stream = matches!(protocol, "trojan" | "vless" | "vmess" | "socks" | "http");
         let hy2_tls_only = protocol == "hysteria2" && {
             let st = stream;
             st.network.is_none() && st.ws.is_none() && st.grpc.is_none()
@@ -128,9 +132,11 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
         "socks" => InboundProtocol::Socks {
             accounts: accounts(cx, s),
             udp,
+            tls: transport::tls_only(cx, i.stream.as_ref(), protocol),
         },
         "http" => InboundProtocol::Http {
             accounts: accounts(cx, s),
+            tls: transport::tls_only(cx, i.stream.as_ref(), protocol),
         },
         "trojan" => {
             let passwords = one_or_many(

@@ -1,8 +1,8 @@
 //! `[route]` -> the rules of the route table, in the order written.
 
 use etemenanki_ir::route::{
-    geoip_category, normalize_domain, normalize_keyword, Cidr, Network, RouteTable, Rule,
-    GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
+    geoip_category, normalize_domain, normalize_keyword, Cidr, DomainStrategy, Network, RouteTable,
+    Rule, GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
 };
 
 use super::Cx;
@@ -25,10 +25,14 @@ pub fn lower(cx: &mut Cx, config: &Config) -> (RouteTable, Vec<usize>) {
     };
     let source_rules = route.map_or(&[][..], |r| &r.rules[..]);
     let (rules, origins) = cx.each_clean(source_rules, rule);
+    let strategy = route
+        .and_then(|r| r.domain_strategy.as_ref())
+        .and_then(|s| domain_strategy(cx, s))
+        .unwrap_or_default();
     // Every value the table refuses was reported above with its span, and
     // its rule left out; the table's own message is only a backstop, so a
     // rule is never dropped silently.
-    match RouteTable::new(rules, default.clone()) {
+    let (table, origins) = match RouteTable::new(rules, default.clone()) {
         Ok(table) => (table, origins),
         Err(why) => {
             let first = source_rules.first().map_or(0..0, |r| r.span());
@@ -36,7 +40,27 @@ pub fn lower(cx: &mut Cx, config: &Config) -> (RouteTable, Vec<usize>) {
             let empty = RouteTable::new(vec![], default).expect("a table without rules compiles");
             (empty, Vec::new())
         }
+    };
+    (table.with_domain_strategy(strategy), origins)
+}
+
+/// `as_is`, `ip_if_non_match` or `ip_on_demand`; Xray's spelling of one
+/// (`IPIfNonMatch`) is told which of ours it is.
+fn domain_strategy(cx: &mut Cx, value: &Spanned<String>) -> Option<DomainStrategy> {
+    let names = DomainStrategy::names();
+    let parsed = cx.one_of(value, "domain_strategy", &names, DomainStrategy::parse);
+    if parsed.is_none() {
+        if let (Some(ours), Some(diag)) = (
+            DomainStrategy::from_xray(value.get_ref()),
+            cx.diags.last_mut(),
+        ) {
+            diag.help = Some(format!(
+                "write \"{ours}\": Xray's `{}` is spelt that way here",
+                value.get_ref()
+            ));
+        }
     }
+    parsed
 }
 
 /// Reports a domain-like value the route table would refuse.

@@ -235,11 +235,6 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
             })
         })
         .unwrap_or_else(|| "tcp".to_owned());
-    let security = stream.security.as_ref().and_then(|s| {
-        cx.one_of(s, "security", SECURITIES, |v| {
-            SECURITIES.contains(&v).then(|| v.to_owned())
-        })
-    });
     shape_tables_match(cx, stream.ws.as_ref(), stream.grpc.as_ref(), &network);
     let shape = match network.as_str() {
         "ws" => ServerShape::Ws {
@@ -258,7 +253,60 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
         },
         _ => ServerShape::Tcp,
     };
-    let tls = match (security.as_deref() == Some("tls"), &stream.tls) {
+    let tls = server_security(cx, stream);
+    InboundTransport { shape, tls }
+}
+
+/// Lowers `[inbound.stream]` for socks and http servers, which serve over
+/// TCP, under TLS when `security = "tls"`.
+pub fn tls_only(cx: &mut Cx, stream: Option<&InboundStream>, protocol: &str) -> Option<ServerTls> {
+    let stream = stream?;
+    let network = stream.network.as_ref().and_then(|n| {
+        let name = cx.one_of(n, "network", SERVER_NETWORKS, |v| {
+            SERVER_NETWORKS.contains(&v).then(|| v.to_owned())
+        })?;
+        (name != "tcp").then(|| (n.span(), name))
+    });
+    if let Some((span, name)) = &network {
+        cx.error(
+            codes::NOT_APPLICABLE,
+            span.clone(),
+            format!("a {protocol} inbound serves over tcp, not network \"{name}\""),
+        )
+        .help = Some(
+            "for TLS, set security = \"tls\" with a tls table (`tls { }` in .et); \
+             ws and grpc are for trojan, vless and vmess inbounds"
+                .into(),
+        );
+    }
+    // A ws or grpc table is refused once: with its network when that is
+    // given, else on its own.
+    let tables = [
+        ("ws", stream.ws.as_ref().map(Spanned::span)),
+        ("grpc", stream.grpc.as_ref().map(Spanned::span)),
+    ];
+    for (name, span) in tables {
+        let reported = network.as_ref().is_some_and(|(_, n)| n == name);
+        if let (Some(span), false) = (span, reported) {
+            cx.error(
+                codes::NOT_APPLICABLE,
+                span,
+                format!("`stream.{name}` does not apply to a {protocol} inbound"),
+            );
+        }
+    }
+    server_security(cx, stream)
+}
+
+/// A server's TLS: present exactly when `security = "tls"` and a tls table
+/// say so together.
+fn server_security(cx: &mut Cx, stream: &InboundStream) -> Option<ServerTls> {
+    let security = stream.security.as_ref().and_then(|s| {
+        cx.one_of(s, "security", SECURITIES, |v| {
+            SECURITIES.contains(&v).then(|| v.to_owned())
+        })
+    });
+    match (security.as_deref() == Some("tls"), &stream.tls) {
         (true, Some(tls)) => Some(server_tls(cx, tls)),
         (true, None) => {
             let span = stream.security.as_ref().map(Spanned::span).unwrap_or(0..0);
@@ -280,8 +328,7 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
             None
         }
         (false, None) => None,
-    };
-    InboundTransport { shape, tls }
+    }
 }
 
 /// Reads a server certificate chain and key.

@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::spec::{
     Account, BalancerSpec, Hysteria2Spec, InboundProtocol, InboundSpec, InboundTransport,
-    OutboundProtocol, ServerShape, StreamShape, TransportSpec, Upstream, WireguardSpec,
+    OutboundProtocol, ServerShape, ServerTls, StreamShape, TransportSpec, Upstream, WireguardSpec,
 };
 
 /// One reason a resource is rebuilt.
@@ -304,16 +304,31 @@ pub(super) fn inbound(a: &InboundSpec, b: &InboundSpec) -> Vec<Change> {
             P::Socks {
                 accounts: a,
                 udp: ua,
+                tls: ta,
             },
             P::Socks {
                 accounts: b,
                 udp: ub,
+                tls: tb,
             },
         ) => {
             f.check("accounts", a, b);
             f.check("udp", ua, ub);
+            server_tls(&mut f, ta.as_ref(), tb.as_ref());
         }
-        (P::Http { accounts: a }, P::Http { accounts: b }) => f.check("accounts", a, b),
+        (
+            P::Http {
+                accounts: a,
+                tls: ta,
+            },
+            P::Http {
+                accounts: b,
+                tls: tb,
+            },
+        ) => {
+            f.check("accounts", a, b);
+            server_tls(&mut f, ta.as_ref(), tb.as_ref());
+        }
         (
             P::Trojan {
                 passwords: a,
@@ -397,7 +412,7 @@ pub(super) fn inbound(a: &InboundSpec, b: &InboundSpec) -> Vec<Change> {
                 obfs: ob,
             },
         ) => {
-            f.check("tls", ta, tb);
+            server_tls(&mut f, Some(ta), Some(tb));
             f.check("password", a, b);
             f.check("obfs", oa, ob);
         }
@@ -414,5 +429,22 @@ fn server_transport(f: &mut Fields, a: &InboundTransport, b: &InboundTransport) 
         }
         (sa, sb) => f.check("transport", sa, sb),
     }
-    f.check("tls", &a.tls, &b.tls);
+    server_tls(f, a.tls.as_ref(), b.tls.as_ref());
+}
+
+/// A server's TLS: turned on or off, or which of its parts changed. The key
+/// is a secret, so it is named and never shown.
+fn server_tls(f: &mut Fields, a: Option<&ServerTls>, b: Option<&ServerTls>) {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            f.check(
+                "certificate",
+                &(&a.cert_path, &a.cert_pem),
+                &(&b.cert_path, &b.cert_pem),
+            );
+            f.check("private key", &a.key_pem, &b.key_pem);
+            f.check("alpn", &a.alpn, &b.alpn);
+        }
+        (a, b) => f.check("tls", &a.is_some(), &b.is_some()),
+    }
 }

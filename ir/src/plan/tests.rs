@@ -234,6 +234,54 @@ fn an_unchanged_inbound_is_reused_and_a_changed_one_rebuilt() {
 }
 
 #[test]
+fn an_inbound_tls_change_is_named_by_what_changed_never_the_key() {
+    let tls = |cert: &str, key: &str| ServerTls {
+        cert_path: "cert.pem".into(),
+        cert_pem: cert.as_bytes().to_vec(),
+        key_pem: Secret(key.as_bytes().to_vec()),
+        alpn: vec![],
+    };
+    let with_tls = |tls: Option<ServerTls>| {
+        let mut spec = fleet();
+        spec.inbounds.push(InboundSpec {
+            protocol: InboundProtocol::Http {
+                accounts: vec![],
+                tls,
+            },
+            ..socks_in("https", 8443)
+        });
+        spec
+    };
+    let reason = |old: Option<ServerTls>, new: Option<ServerTls>| {
+        let state = DeployedState::initial(with_tls(old));
+        built(&plan(&state, &with_tls(new)), Kind::Inbound, "https").2
+    };
+    let plain_key = "PRIVATE-KEY-hunter2";
+    assert_eq!(reason(None, Some(tls("a", plain_key))), "tls changed");
+    assert_eq!(reason(Some(tls("a", plain_key)), None), "tls changed");
+    assert_eq!(
+        reason(Some(tls("a", plain_key)), Some(tls("b", plain_key))),
+        "certificate changed"
+    );
+    let rekeyed = reason(
+        Some(tls("a", plain_key)),
+        Some(tls("a", "PRIVATE-KEY-s3cr3t")),
+    );
+    assert_eq!(rekeyed, "private key changed");
+    let mut h2 = tls("a", plain_key);
+    h2.alpn = vec!["h2".into()];
+    assert_eq!(reason(Some(tls("a", plain_key)), Some(h2)), "alpn changed");
+
+    let state = DeployedState::initial(with_tls(Some(tls("a", plain_key))));
+    let p = plan(&state, &with_tls(Some(tls("a", "PRIVATE-KEY-s3cr3t"))));
+    let everything = format!("{p:?} {}", p.summary());
+    assert!(
+        !everything.contains("PRIVATE-KEY"),
+        "a key leaked: {everything}"
+    );
+}
+
+#[test]
 fn a_changed_outbound_is_drained_with_the_new_policy_and_a_removed_one_with_its_own() {
     let mut old = fleet();
     old.outbounds[3].drain = DrainPolicy::Close;
@@ -339,6 +387,17 @@ fn the_route_table_and_limits_republish_the_plane_and_rebuild_nothing() {
     assert_eq!(p.publish, vec![PublishReason::Route, PublishReason::Limits]);
     assert_eq!(p.summary().build, 0);
     assert!(p.steps.iter().all(|s| s.action == Action::Reuse));
+}
+
+#[test]
+fn a_changed_domain_strategy_republishes_the_plane() {
+    let state = DeployedState::initial(fleet());
+    let mut next = fleet();
+    next.route = next
+        .route
+        .clone()
+        .with_domain_strategy(crate::route::DomainStrategy::IpIfNonMatch);
+    assert_eq!(plan(&state, &next).publish, vec![PublishReason::Route]);
 }
 
 #[test]

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
+use etemenanki_ir::route::Host;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Address {
     Ip(SocketAddr),
@@ -42,20 +44,16 @@ impl Address {
         Address::from_host(host, port)
     }
 
-    /// An address from a host as written (a name, an IPv4 literal or a
-    /// bracketed IPv6 literal) and a port.
+    /// An address from a host as written (a name, an IPv4 literal, an IPv6
+    /// literal bare or in brackets) and a port: the one constructor every
+    /// decoder uses, so a host that parses as an IP is an IP before routing
+    /// (see `etemenanki_ir::route::Host::parse`). `None` for a host that is
+    /// neither, control characters and NULs among it.
     pub fn from_host(host: &str, port: u16) -> Option<Address> {
-        let bare = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        if let Ok(ip) = bare.parse::<IpAddr>() {
-            return Some(Address::Ip(SocketAddr::new(ip, port)));
-        }
-        if host.is_empty() || host.len() > 255 || host.contains(['[', ']', '/', ' ']) {
-            return None;
-        }
-        Some(Address::Domain(host.to_owned(), port))
+        Some(match Host::parse(host)? {
+            Host::Ip(ip) => Address::Ip(SocketAddr::new(ip, port)),
+            Host::Domain(name) => Address::Domain(name.to_owned(), port),
+        })
     }
 }
 
@@ -88,5 +86,28 @@ mod tests {
         );
         assert_eq!(Address::parse_host_port("example.com"), None);
         assert_eq!(Address::parse_host_port("example.com:99999"), None);
+    }
+
+    #[test]
+    fn a_host_that_is_an_ip_literal_is_an_ip_address() {
+        for (host, ip) in [
+            ("127.0.0.1", "127.0.0.1"),
+            ("::1", "::1"),
+            ("[::1]", "::1"),
+            ("::ffff:127.0.0.1", "::ffff:127.0.0.1"),
+        ] {
+            assert_eq!(
+                Address::from_host(host, 80),
+                Some(Address::Ip(SocketAddr::new(ip.parse().unwrap(), 80))),
+                "{host}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_with_control_characters_is_no_address() {
+        assert_eq!(Address::from_host("127.0.0.1\0", 80), None);
+        assert_eq!(Address::parse_host_port("127.0.0.1\0:80"), None);
+        assert_eq!(Address::from_host("example.com\r\n", 80), None);
     }
 }

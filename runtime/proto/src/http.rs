@@ -9,6 +9,11 @@
 
 use crate::Address;
 
+pub mod client;
+mod server;
+
+pub use server::Core;
+
 /// The largest request head accepted, as seed 003's `MAX_HEAD`.
 pub const MAX_HEAD: usize = 64 * 1024;
 
@@ -16,6 +21,8 @@ pub const RESPONSE_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\
 pub const RESPONSE_BAD_REQUEST: &[u8] =
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_AUTH_REQUIRED: &[u8] = b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"etemenanki\"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+pub const RESPONSE_FORBIDDEN: &[u8] =
+    b"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_BAD_GATEWAY: &[u8] =
     b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_TOO_LARGE: &[u8] =
@@ -184,6 +191,37 @@ mod tests {
     }
 
     #[test]
+    fn a_connect_to_an_ip_literal_names_an_ip() {
+        for (target, addr) in [
+            ("[::1]:80", "[::1]:80"),
+            ("::ffff:127.0.0.1:80", "[::ffff:127.0.0.1]:80"),
+            ("127.0.0.1:80", "127.0.0.1:80"),
+        ] {
+            let input = format!("CONNECT {target} HTTP/1.1\r\n\r\n");
+            let head = parse_request_head(input.as_bytes()).unwrap().unwrap();
+            assert_eq!(
+                head.destination,
+                Address::Ip(addr.parse().unwrap()),
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_with_control_characters_is_a_bad_request() {
+        for input in [
+            &b"CONNECT 127.0.0.1\0:80 HTTP/1.1\r\n\r\n"[..],
+            b"CONNECT exa\x01mple.com:443 HTTP/1.1\r\n\r\n",
+            b"GET http://127.0.0.1\0/ HTTP/1.1\r\n\r\n",
+            b"GET http://exa\tmple.com:8080/ HTTP/1.1\r\n\r\n",
+        ] {
+            let refused = parse_request_head(input);
+            assert!(matches!(refused, Err(HeadError::Bad(_))), "{refused:?}");
+            assert_eq!(refused.unwrap_err().response(), RESPONSE_BAD_REQUEST);
+        }
+    }
+
+    #[test]
     fn an_incomplete_head_needs_more() {
         assert_eq!(parse_request_head(b"CONNECT a:1 HTTP/1.1\r\n"), Ok(None));
     }
@@ -255,86 +293,5 @@ mod tests {
             .unwrap();
         assert!(!authorized(&without, &accounts));
         assert!(authorized(&without, &[]));
-    }
-}
-
-/// The client side of CONNECT, for the http outbound.
-pub mod client {
-    use crate::Address;
-
-    /// `CONNECT host:port`, with Basic credentials when there is an account.
-    pub fn connect_request(destination: &Address, account: Option<(&str, &str)>) -> Vec<u8> {
-        let authority = match destination {
-            Address::Ip(addr) => addr.to_string(),
-            Address::Domain(name, port) => format!("{name}:{port}"),
-        };
-        let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
-        if let Some((user, pass)) = account {
-            let token = etemenanki_ir::base64::encode(format!("{user}:{pass}").as_bytes());
-            head.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
-        }
-        head.push_str("\r\n");
-        head.into_bytes()
-    }
-
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum ResponseError {
-        Malformed,
-        Status(u16),
-    }
-
-    /// The length of a whole 2xx response head at the start of `buf`,
-    /// `Ok(None)` if more is needed.
-    pub fn parse_connect_response(buf: &[u8]) -> Result<Option<usize>, ResponseError> {
-        let Some(len) = super::head_end(buf) else {
-            return Ok(None);
-        };
-        let line = buf[..len].split(|&b| b == b'\r').next().unwrap_or_default();
-        let line = std::str::from_utf8(line).map_err(|_| ResponseError::Malformed)?;
-        let mut parts = line.split(' ');
-        let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
-            return Err(ResponseError::Malformed);
-        };
-        if !version.starts_with("HTTP/1.") {
-            return Err(ResponseError::Malformed);
-        }
-        let code: u16 = code.parse().map_err(|_| ResponseError::Malformed)?;
-        if !(200..300).contains(&code) {
-            return Err(ResponseError::Status(code));
-        }
-        Ok(Some(len))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use crate::http::{authorized, parse_request_head, Kind};
-
-        #[test]
-        fn the_client_request_is_what_the_server_core_accepts() {
-            let dest = Address::Domain("example.com".into(), 443);
-            let request = connect_request(&dest, Some(("u", "p")));
-            let head = parse_request_head(&request).unwrap().unwrap();
-            assert_eq!(head.kind, Kind::Connect);
-            assert_eq!(head.destination, dest);
-            assert!(authorized(&head, &[("u".to_owned(), "p".to_owned())]));
-        }
-
-        #[test]
-        fn only_a_2xx_response_opens_the_tunnel() {
-            assert_eq!(
-                parse_connect_response(super::super::RESPONSE_ESTABLISHED),
-                Ok(Some(39))
-            );
-            assert_eq!(parse_connect_response(b"HTTP/1.1 200 OK\r\n"), Ok(None));
-            assert_eq!(
-                parse_connect_response(super::super::RESPONSE_AUTH_REQUIRED),
-                Err(ResponseError::Status(407))
-            );
-            assert_eq!(
-                parse_connect_response(b"SSH-2.0\r\n\r\n"),
-                Err(ResponseError::Malformed)
-            );
-        }
     }
 }

@@ -6,6 +6,8 @@
 //! plain byte strings and no sockets.
 
 pub mod addr;
+pub mod aead;
+pub mod codec;
 pub mod http;
 pub mod sniff;
 pub mod socks;

@@ -241,7 +241,15 @@ impl Runtime {
                 .map(|(tag, b)| (tag.clone(), Target::Balancer(b.clone()))),
         );
         let plane = Plane::new(spec.route.clone(), &targets)
-            .map_err(|e| format!("building the route plane failed: {e}"))?;
+            .map_err(|e| format!("building the route plane failed: {e}"))?
+            .with_resolver(dns.destinations.clone())
+            .with_own_inbounds(spec.inbounds.iter().map(|i| {
+                // As bound: an inbound on port 0 has the port the kernel chose.
+                new_inbounds
+                    .get(&i.tag)
+                    .or_else(|| old.and_then(|o| o.inbounds.get(&i.tag)))
+                    .map_or(i.listen, Inbound::bound)
+            }));
         Ok(Prepared {
             dns,
             dialer,

@@ -2,16 +2,15 @@
 
 use std::io;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::route::Network;
 use etemenanki_proto::Address;
 
 use crate::drain::Guard;
-use crate::id::OutboundId;
-use crate::outbound::OutboundStream;
+use crate::outbound::{Outbound, OutboundStream};
 use crate::plane::Plane;
-use crate::route::RouteInput;
+use crate::route::route_stream;
 
 /// A decoded request: where the client wants to go and what routes it.
 pub struct Flow {
@@ -23,11 +22,14 @@ pub struct Flow {
 }
 
 /// A dialed flow, guarded by the version of the outbound it was opened on
-/// (for a balanced flow, its member's).
+/// (for a balanced flow, its member's). It holds that version, so whatever
+/// the version shares among its flows (a QUIC connection, a tunnel) lives
+/// as long as the flow, even after a reload replaced it under a `keep`
+/// drain.
 pub struct Opened {
     pub stream: OutboundStream,
     pub guard: Guard,
-    pub id: OutboundId,
+    pub outbound: Arc<Outbound>,
 }
 
 /// Routes `flow` and dials it on the chosen outbound (a balancer picks its
@@ -37,36 +39,12 @@ pub async fn open_stream(
     inbound_tag: &str,
     flow: &Flow,
 ) -> io::Result<Opened> {
-    let outbound = {
-        let plane = plane.load();
-        let input = RouteInput {
-            destination: &flow.destination,
-            sniffed: flow.sniffed.as_deref(),
-            inbound_tag,
-            source: flow.source,
-            network: Network::Tcp,
-        };
-        let routed = plane.route(&input);
-        let outbound = routed.target.resolve(None);
-        tracing::debug!(
-            "tcp {} -> {} (sniffed {:?}) via {} by {}",
-            flow.source
-                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
-            flow.destination,
-            flow.sniffed,
-            outbound.id,
-            routed.line.map_or_else(
-                || "the default".to_owned(),
-                |l| format!("the rule on line {l}")
-            ),
-        );
-        outbound
-    };
+    let outbound = route_stream(plane, inbound_tag, flow).await?;
     let guard = outbound.drain.guard();
     let stream = outbound.connect_stream(&flow.destination).await?;
     Ok(Opened {
         stream,
         guard,
-        id: outbound.id.clone(),
+        outbound,
     })
 }

@@ -5,18 +5,21 @@
 
 mod apply;
 mod balancer;
+mod buffers;
 mod connect;
-mod dial;
 mod drain;
 mod fanout;
+mod framed;
 mod id;
 mod inbound;
 mod outbound;
+mod own_inbounds;
 mod plan_file;
 mod plane;
 mod relay;
-mod resolve;
 mod route;
+
+use etemenanki_transport::{dial, resolve};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

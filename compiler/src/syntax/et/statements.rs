@@ -653,6 +653,7 @@ fn socket(cx: &mut Cx<'_>, body: &Body) -> Socket {
 const LIMITS: &[(&str, Shape)] = &[
     ("max_connections", Setting),
     ("max_handshakes", Setting),
+    ("max_handshakes_per_source", Setting),
     ("handshake_timeout", Setting),
     ("relay_idle_timeout", Setting),
     ("connect_timeout", Setting),
@@ -663,6 +664,9 @@ fn limits(cx: &mut Cx<'_>, body: &Body) -> Limits {
     Limits {
         max_connections: take(cx, &f, "max_connections", |cx, v| cx.uint::<u32>(v)),
         max_handshakes: take(cx, &f, "max_handshakes", |cx, v| cx.uint::<u32>(v)),
+        max_handshakes_per_source: take(cx, &f, "max_handshakes_per_source", |cx, v| {
+            cx.uint::<u32>(v)
+        }),
         handshake_timeout: take(cx, &f, "handshake_timeout", |cx, v| cx.duration(v)),
         relay_idle_timeout: take(cx, &f, "relay_idle_timeout", |cx, v| cx.duration(v)),
         connect_timeout: take(cx, &f, "connect_timeout", |cx, v| cx.duration(v)),

@@ -545,7 +545,7 @@ fn dns_split_socket_and_limits() {
     let c = ok(
         "dns { pre_proxy = [1.1.1.1]  through_proxy = [8.8.8.8:53, 2001:4860:4860::8888] }\n\
                 socket { mark = 255  interface = eth0  bind_address = [192.0.2.1, 2001:db8::1] }\n\
-                limits { max_connections = 1024  max_handshakes = 64 }",
+                limits { max_connections = 1024  max_handshakes = 64  max_handshakes_per_source = 8 }",
     );
     let dns = c.dns.unwrap().into_inner();
     assert_eq!(dns.pre_proxy.unwrap()[0].get_ref(), "1.1.1.1");
@@ -558,6 +558,7 @@ fn dns_split_socket_and_limits() {
     assert_eq!(socket.bind_address.unwrap().len(), 2);
     let limits = c.limits.unwrap().into_inner();
     assert_eq!(*limits.max_connections.unwrap().get_ref(), 1024);
+    assert_eq!(*limits.max_handshakes_per_source.unwrap().get_ref(), 8);
 }
 
 #[test]

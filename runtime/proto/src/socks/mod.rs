@@ -7,7 +7,7 @@ mod server;
 mod udp;
 
 pub use expected::{canonical, ExpectedSender, NotAllowed};
-pub use server::{Command, Handshake, Progress, Refusal, Request, Version};
+pub use server::{status_of, Command, Handshake, Request, Version};
 pub use udp::{parse_datagram, write_datagram_header, UdpError};
 
 /// SOCKS5 reply codes (RFC 1928 section 6).
@@ -60,18 +60,24 @@ fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
             if buf.len() < 2 + len + 2 {
                 return Ok(None);
             }
-            let name = std::str::from_utf8(&buf[2..2 + len])
-                .map_err(|_| "socks: the domain is not UTF-8")?;
-            if name.is_empty() {
-                return Err("socks: the domain is empty");
-            }
             let port = u16::from_be_bytes([buf[2 + len], buf[3 + len]]);
-            return Ok(Some((Address::Domain(name.to_owned(), port), 2 + len + 2)));
+            let addr = domain_address(&buf[2..2 + len], port)?;
+            return Ok(Some((addr, 2 + len + 2)));
         }
         _ => return Err("socks: unknown address type"),
     };
     let port = u16::from_be_bytes([buf[at], buf[at + 1]]);
     Ok(Some((Address::Ip(SocketAddr::new(addr, port)), at + 2)))
+}
+
+/// The address a SOCKS5 or SOCKS4a domain field names: an IP when the text
+/// is an IP literal, so it routes as one.
+fn domain_address(name: &[u8], port: u16) -> Result<Address, &'static str> {
+    let name = std::str::from_utf8(name).map_err(|_| "socks: the domain is not UTF-8")?;
+    if name.is_empty() {
+        return Err("socks: the domain is empty");
+    }
+    Address::from_host(name, port).ok_or("socks: the domain is not a valid host name")
 }
 
 /// Appends a SOCKS5 address for an IP socket address.

@@ -1,15 +1,18 @@
 //! The SOCKS server handshake as a state machine over bytes.
 //!
-//! The caller reads from the client into a buffer and calls
-//! [`Handshake::advance`] with the unconsumed bytes. The core says how many
-//! bytes it consumed and appends what to send (a method choice, an auth
-//! answer) to `out`; once the request is whole it returns it. The reply to the
-//! request depends on the dial, so the caller writes it with
-//! [`Request::reply`] when it knows the outcome.
+//! [`Handshake`] is the [`ServerCore`] of SOCKS: the caller reads from the
+//! client into a buffer and passes the unconsumed bytes; the core says how
+//! many it consumed and appends what to send (a method choice, an auth
+//! answer); once the request is whole it returns it. The reply to the request
+//! depends on the dial, so [`Request`] stages it on connected or on connect
+//! failed.
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::SystemTime;
 
-use super::{read_address, status, write_socket_addr};
+use super::{domain_address, read_address, status, write_socket_addr};
+use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
 use crate::Address;
 
 const SOCKS4: u8 = 0x04;
@@ -43,6 +46,40 @@ pub struct Request {
     pub destination: Address,
 }
 
+impl ServerRequest for Request {
+    fn destination(&self) -> &Address {
+        &self.destination
+    }
+
+    fn kind(&self) -> FlowKind {
+        match self.command {
+            Command::Connect => FlowKind::Stream,
+            Command::UdpAssociate => FlowKind::Datagrams,
+        }
+    }
+
+    fn on_connected(&self, bound: SocketAddr, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.reply(status::SUCCEEDED, bound));
+    }
+
+    fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.reply(status_of(error), unspecified()));
+    }
+}
+
+/// The SOCKS5 reply code for a dial that failed with `error`.
+pub fn status_of(error: io::ErrorKind) -> u8 {
+    match error {
+        io::ErrorKind::ConnectionRefused => status::CONNECTION_REFUSED,
+        io::ErrorKind::NetworkUnreachable => status::NETWORK_UNREACHABLE,
+        io::ErrorKind::HostUnreachable | io::ErrorKind::TimedOut | io::ErrorKind::NotFound => {
+            status::HOST_UNREACHABLE
+        }
+        io::ErrorKind::PermissionDenied => status::NOT_ALLOWED,
+        _ => status::GENERAL_FAILURE,
+    }
+}
+
 impl Request {
     /// The reply to this request: SOCKS5 `status` with the bound address, or
     /// for SOCKS4 granted exactly when `status` is SUCCEEDED.
@@ -73,32 +110,6 @@ fn reply_v4(granted: bool, bound: SocketAddr) -> Vec<u8> {
     out
 }
 
-/// Why a client is refused: what to send it before closing, and the reason
-/// for the log.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    pub reply: Vec<u8>,
-    pub reason: &'static str,
-}
-
-impl Refusal {
-    fn silent(reason: &'static str) -> Self {
-        Refusal {
-            reply: Vec::new(),
-            reason,
-        }
-    }
-}
-
-/// What one call to [`Handshake::advance`] achieved.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Progress {
-    /// `consumed` bytes were used; read more and call again.
-    NeedMore { consumed: usize },
-    /// The request is whole; `consumed` bytes were used.
-    Request { consumed: usize, request: Request },
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Start,
@@ -120,10 +131,18 @@ impl<'a> Handshake<'a> {
             state: State::Start,
         }
     }
+}
 
-    /// Consumes what it can of `input` (the unconsumed bytes read so far),
-    /// appending bytes for the client to `out`.
-    pub fn advance(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<Progress, Refusal> {
+impl ServerCore for Handshake<'_> {
+    type Request = Request;
+
+    /// SOCKS has no time window: `now` is not used.
+    fn advance(
+        &mut self,
+        input: &[u8],
+        _now: SystemTime,
+        out: &mut Vec<u8>,
+    ) -> Result<ServerStep<Request>, Refusal> {
         let mut at = 0;
         loop {
             let rest = &input[at..];
@@ -132,7 +151,7 @@ impl<'a> Handshake<'a> {
                 State::UserPass => self.user_pass(rest, out)?,
                 State::Request5 => match request5(rest)? {
                     Some((request, used)) => {
-                        return Ok(Progress::Request {
+                        return Ok(ServerStep::Open {
                             consumed: at + used,
                             request,
                         });
@@ -143,16 +162,18 @@ impl<'a> Handshake<'a> {
             match step {
                 Some(Step::Consumed(n)) => at += n,
                 Some(Step::Done(request, n)) => {
-                    return Ok(Progress::Request {
+                    return Ok(ServerStep::Open {
                         consumed: at + n,
                         request,
                     });
                 }
-                None => return Ok(Progress::NeedMore { consumed: at }),
+                None => return Ok(ServerStep::NeedMore { consumed: at }),
             }
         }
     }
+}
 
+impl Handshake<'_> {
     fn start(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<Option<Step>, Refusal> {
         match buf.first() {
             None => Ok(None),
@@ -255,12 +276,7 @@ impl<'a> Handshake<'a> {
             let Some(name_end) = find_nul(&buf[at..]).map_err(refuse)? else {
                 return Ok(None);
             };
-            let name = std::str::from_utf8(&buf[at..at + name_end])
-                .map_err(|_| refuse("socks: the domain is not UTF-8"))?;
-            if name.is_empty() {
-                return Err(refuse("socks: the domain is empty"));
-            }
-            let dest = Address::Domain(name.to_owned(), port);
+            let dest = domain_address(&buf[at..at + name_end], port).map_err(refuse)?;
             at += name_end + 1;
             dest
         } else {
@@ -352,12 +368,12 @@ mod tests {
         let mut total = 0;
         for &byte in input {
             buffered.push(byte);
-            match core.advance(&buffered, &mut out)? {
-                Progress::NeedMore { consumed } => {
+            match core.advance(&buffered, SystemTime::UNIX_EPOCH, &mut out)? {
+                ServerStep::NeedMore { consumed } => {
                     buffered.drain(..consumed);
                     total += consumed;
                 }
-                Progress::Request { consumed, request } => {
+                ServerStep::Open { consumed, request } => {
                     return Ok((request, out, total + consumed));
                 }
             }
@@ -386,8 +402,10 @@ mod tests {
         let mut input = b"\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x01\x00\x50".to_vec();
         input.extend_from_slice(b"GET /");
         let mut out = Vec::new();
-        let progress = Handshake::new(&[]).advance(&input, &mut out).unwrap();
-        let Progress::Request { consumed, request } = progress else {
+        let progress = Handshake::new(&[])
+            .advance(&input, SystemTime::UNIX_EPOCH, &mut out)
+            .unwrap();
+        let ServerStep::Open { consumed, request } = progress else {
             panic!("{progress:?}")
         };
         assert_eq!(&input[consumed..], b"GET /");
@@ -446,6 +464,59 @@ mod tests {
             request.destination,
             Address::Domain("example.org".into(), 443)
         );
+    }
+
+    fn socks5_connect_to_domain(name: &[u8]) -> Result<Request, Refusal> {
+        let mut input = b"\x05\x01\x00\x05\x01\x00\x03".to_vec();
+        input.push(name.len() as u8);
+        input.extend_from_slice(name);
+        input.extend_from_slice(&80u16.to_be_bytes());
+        trickle(&[], &input).map(|(request, _, _)| request)
+    }
+
+    #[test]
+    fn a_socks5_domain_that_is_an_ip_literal_routes_as_an_ip() {
+        for (name, ip) in [
+            ("127.0.0.1", "127.0.0.1"),
+            ("::1", "::1"),
+            ("[::1]", "::1"),
+            ("::ffff:127.0.0.1", "::ffff:127.0.0.1"),
+        ] {
+            let request = socks5_connect_to_domain(name.as_bytes()).unwrap();
+            assert_eq!(
+                request.destination,
+                Address::Ip(SocketAddr::new(ip.parse().unwrap(), 80)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_socks4a_domain_that_is_an_ip_literal_routes_as_an_ip() {
+        let (request, _, _) =
+            trickle(&[], b"\x04\x01\x00\x50\x00\x00\x00\x01\x00127.0.0.1\x00").unwrap();
+        assert_eq!(
+            request.destination,
+            Address::Ip("127.0.0.1:80".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_socks_domain_that_is_no_host_name_is_refused() {
+        for name in [
+            &b"127.0.0.1\0"[..],
+            b"example.com\r\n",
+            b"a b",
+            b"[example.com]",
+        ] {
+            let refusal = socks5_connect_to_domain(name).unwrap_err();
+            assert_eq!(refusal.reason, "socks: the domain is not a valid host name");
+            assert_eq!(refusal.reply[1], status::ADDRESS_TYPE_NOT_SUPPORTED);
+        }
+        let refusal =
+            trickle(&[], b"\x04\x01\x00\x50\x00\x00\x00\x01\x00exa\x07mple\x00").unwrap_err();
+        assert_eq!(refusal.reason, "socks: the domain is not a valid host name");
+        assert_eq!(refusal.reply[1], 0x5b);
     }
 
     #[test]

@@ -67,6 +67,17 @@ mod tests {
     }
 
     #[test]
+    fn a_socks5_udp_datagram_to_a_domain_that_is_an_ip_literal_is_an_ip() {
+        let (to, payload) = parse_datagram(b"\0\0\0\x03\x09127.0.0.1\x00\x35dns").unwrap();
+        assert_eq!(to, Address::Ip("127.0.0.1:53".parse().unwrap()));
+        assert_eq!(payload, b"dns");
+        assert!(matches!(
+            parse_datagram(b"\0\0\0\x03\x0a127.0.0.1\0\x00\x35dns"),
+            Err(UdpError::Address(_))
+        ));
+    }
+
+    #[test]
     fn fragments_and_short_datagrams_are_errors() {
         assert_eq!(
             parse_datagram(b"\0\0\x01\x01\x7f\0\0\x01\0\x35x"),

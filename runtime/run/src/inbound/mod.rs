@@ -2,6 +2,8 @@
 //! connection that owns the client socket, the protocol core and the
 //! outbound it opens.
 
+mod admission;
+mod handshake;
 mod http;
 mod sniff;
 mod socks;
@@ -9,25 +11,32 @@ mod udp;
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
-use socket2::{Domain, Socket, Type};
+use etemenanki_transport::{listen, Acceptor, Stream};
+use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::connect::Opened;
-use crate::outbound::OutboundStream;
+use admission::{Admission, Handshaking};
 use crate::plane::Plane;
-use crate::relay::{relay, swallow, Ended};
+use crate::relay::{relay, Ended};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
-const BACKLOG: i32 = 1024;
+
+/// The protocol core an inbound serves each connection with.
+#[derive(Clone, Copy)]
+enum Serve {
+    Socks { udp: bool },
+    Http,
+}
 
 /// What every connection of one inbound shares.
 pub struct Shared {
@@ -39,41 +48,9 @@ pub struct Shared {
     /// the connections of a reused inbound too.
     pub limits: Arc<ArcSwap<Limits>>,
     pub plane: Arc<ArcSwap<Plane>>,
+    serve: Serve,
+    acceptor: Acceptor,
     admission: Admission,
-}
-
-/// The live-connection and handshake semaphores, and the sizes they were
-/// given, so a reload can grow or shrink them.
-struct Admission {
-    sessions: Arc<Semaphore>,
-    handshakes: Arc<Semaphore>,
-    sized: Mutex<(u32, u32)>,
-}
-
-impl Admission {
-    fn new(limits: &Limits) -> Admission {
-        Admission {
-            sessions: Arc::new(Semaphore::new(limits.max_connections as usize)),
-            handshakes: Arc::new(Semaphore::new(limits.max_handshakes as usize)),
-            sized: Mutex::new((limits.max_connections, limits.max_handshakes)),
-        }
-    }
-
-    /// Grows at once; shrinks by the permits free now (the rest of a shrink
-    /// is not carried over: a busy inbound keeps more room until restarted).
-    fn resize(&self, limits: &Limits) {
-        let mut sized = self.sized.lock().expect("admission sizes lock");
-        let resize = |semaphore: &Semaphore, from: u32, to: u32| {
-            if to > from {
-                semaphore.add_permits((to - from) as usize);
-            } else {
-                semaphore.forget_permits((from - to) as usize);
-            }
-        };
-        resize(&self.sessions, sized.0, limits.max_connections);
-        resize(&self.handshakes, sized.1, limits.max_handshakes);
-        *sized = (limits.max_connections, limits.max_handshakes);
-    }
 }
 
 /// A bound, listening inbound. Dropping it stops the accept loop and ends
@@ -83,6 +60,9 @@ pub struct Inbound {
     /// can take it over.
     socket: Socket,
     listen: SocketAddr,
+    /// The address the socket is bound to: `listen` with the port the
+    /// kernel chose when `listen` names port 0.
+    bound: SocketAddr,
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
@@ -101,13 +81,11 @@ impl Inbound {
         plane: Arc<ArcSwap<Plane>>,
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
-        let accounts = match &spec.protocol {
-            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts } => {
-                accounts
-                    .iter()
-                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
-                    .collect()
+        let (serve, accounts, tls) = match &spec.protocol {
+            InboundProtocol::Socks { accounts, udp, tls } => {
+                (Serve::Socks { udp: *udp }, accounts, tls)
             }
+            InboundProtocol::Http { accounts, tls } => (Serve::Http, accounts, tls),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -118,15 +96,23 @@ impl Inbound {
                 ))
             }
         };
+        let accounts = accounts
+            .iter()
+            .map(|a| (a.user.clone(), a.pass.expose().clone()))
+            .collect();
+        let acceptor = Acceptor::build(tls.as_ref())?;
         let socket = match handoff {
             Some(socket) => socket,
             None => listen(spec.listen)?,
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
+        let bound = listener.local_addr()?;
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
             accounts,
+            serve,
+            acceptor,
             admission: Admission::new(&limits.load()),
             limits,
             plane,
@@ -134,11 +120,17 @@ impl Inbound {
         Ok(Inbound {
             socket,
             listen: spec.listen,
+            bound,
             listener: Some(listener),
             shared,
             accept: None,
             stop: watch::channel(()).0,
         })
+    }
+
+    /// The address this inbound listens on, its port as bound.
+    pub fn bound(&self) -> SocketAddr {
+        self.bound
     }
 
     /// A handle on the listening socket, for the inbound that replaces this
@@ -169,28 +161,12 @@ impl Drop for Inbound {
     }
 }
 
-fn listen(addr: SocketAddr) -> io::Result<Socket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(false).ok();
-    }
-    socket.set_nonblocking(true)?;
-    // A relay forwards what it reads at once; Nagle would only add delay.
-    // Linux gives every accepted socket the listener's TCP_NODELAY, which
-    // spares a setsockopt per connection (see `serve`).
-    socket.set_tcp_nodelay(true)?;
-    socket
-        .bind(&addr.into())
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
-    socket.listen(BACKLOG)?;
-    Ok(socket)
-}
-
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
-    let sessions = shared.admission.sessions.clone();
-    let handshakes = shared.admission.handshakes.clone();
-    tracing::info!("inbound {} listening on {}", shared.tag, shared.spec.listen);
+    tracing::info!(
+        "inbound {} listening on {}",
+        shared.tag,
+        listener.local_addr().unwrap_or(shared.spec.listen)
+    );
     loop {
         let (socket, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -201,15 +177,13 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
                 continue;
             }
         };
-        // Admission before reading, never waiting: a full inbound drops the
-        // socket rather than letting the kernel backlog fill silently.
-        let Ok(session) = sessions.clone().try_acquire_owned() else {
-            tracing::debug!("dropping inbound connection; live connection limit reached");
-            continue;
-        };
-        let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
-            tracing::debug!("dropping inbound connection; handshake limit reached");
-            continue;
+        // Admission before reading, never waiting.
+        let (session, handshake) = match shared.admission.admit(peer.ip(), &shared.limits.load()) {
+            Ok(admitted) => admitted,
+            Err(reason) => {
+                tracing::debug!("dropping inbound connection; {reason} (from {peer})");
+                continue;
+            }
         };
         let shared = shared.clone();
         let mut stop = stop.clone();
@@ -244,17 +218,13 @@ async fn serve(
     shared: &Shared,
     socket: TcpStream,
     peer: SocketAddr,
-    handshake: OwnedSemaphorePermit,
+    handshake: Handshaking,
 ) -> io::Result<()> {
-    // Elsewhere an accepted socket may not inherit the listener's.
-    #[cfg(not(target_os = "linux"))]
-    socket.set_nodelay(true).ok();
-    match &shared.spec.protocol {
-        InboundProtocol::Socks { udp, .. } => {
-            socks::serve(shared, socket, peer, handshake, *udp).await
-        }
-        InboundProtocol::Http { .. } => http::serve(shared, socket, peer, handshake).await,
-        _ => Ok(()),
+    let limit = shared.limits.load().handshake_timeout;
+    let client = shared.acceptor.accept(socket, limit).await?;
+    match shared.serve {
+        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
+        Serve::Http => http::serve(shared, client, peer, handshake).await,
     }
 }
 
@@ -273,25 +243,20 @@ fn handshake_timed_out(limit: Duration) -> io::Error {
 /// the outbound, then relays until the connection ends.
 async fn relay_opened(
     shared: &Shared,
-    mut client: TcpStream,
+    mut client: Stream,
     mut opened: Opened,
     early: &[u8],
 ) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let idle = shared.limits.load().relay_idle_timeout;
-    let ended = match &mut opened.stream {
-        OutboundStream::Tcp(outbound) => {
-            if !early.is_empty() {
-                outbound.write_all(early).await?;
-            }
-            relay(&mut client, outbound, idle, &mut opened.guard).await?
-        }
-        OutboundStream::Blackhole => swallow(&mut client, idle).await?,
-    };
+    if !early.is_empty() {
+        opened.stream.write_all(early).await?;
+    }
+    let ended = relay(&mut client, &mut opened.stream, idle, &mut opened.guard).await?;
     if ended == Ended::Idle {
         tracing::debug!(
             "connection via {} closed after {} idle",
-            opened.id,
+            opened.outbound.id,
             etemenanki_ir::format_duration(idle)
         );
     }
@@ -309,18 +274,5 @@ mod tests {
         assert!(!kind(io::ErrorKind::Interrupted));
         assert!(should_backoff(&io::Error::from_raw_os_error(24))); // EMFILE
         assert!(kind(io::ErrorKind::OutOfMemory));
-    }
-
-    #[tokio::test]
-    async fn accepted_connections_have_nagle_off() {
-        let socket = listen("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = socket.local_addr().unwrap().as_socket().unwrap();
-        let listener = TcpListener::from_std(std::net::TcpListener::from(socket)).unwrap();
-        let _client = TcpStream::connect(addr).await.unwrap();
-        let (accepted, _) = listener.accept().await.unwrap();
-        assert!(
-            accepted.nodelay().unwrap(),
-            "TCP_NODELAY on the accepted side"
-        );
     }
 }

@@ -1,18 +1,23 @@
 //! SOCKS5 UDP ASSOCIATE: a relay socket that hears only the control
 //! connection's client, and a fan-out that routes every packet.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Range;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
 
 use etemenanki_proto::socks::{
     parse_datagram, status, write_datagram_header, ExpectedSender, Request,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
+use etemenanki_proto::Address;
+use etemenanki_transport::Stream;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-use super::socks::unspecified;
+use super::handshake::unspecified;
 use super::Shared;
 use crate::fanout::FanOut;
 
@@ -23,12 +28,12 @@ const HEADROOM: usize = 3 + 1 + 1 + 255 + 2;
 
 pub async fn associate(
     shared: &Shared,
-    mut control: TcpStream,
+    mut control: Stream,
     peer: SocketAddr,
     request: Request,
 ) -> io::Result<()> {
-    let relay_ip = control.local_addr()?.ip();
-    let mut expected = match ExpectedSender::new(Some(peer.ip()), &request.destination, relay_ip) {
+    let relay_ip = control.socket().local_addr()?.ip();
+    let expected = match ExpectedSender::new(Some(peer.ip()), &request.destination, relay_ip) {
         Ok(expected) => expected,
         Err(not_allowed) => {
             control
@@ -44,53 +49,150 @@ pub async fn associate(
     control
         .write_all(&request.reply(status::SUCCEEDED, hub.local_addr()?))
         .await?;
+    control.flush().await?;
 
     let limits = shared.limits.load_full();
-    let mut fanout = FanOut::new(
+    let fanout = FanOut::new(
         shared.plane.clone(),
         shared.tag.clone(),
         Some(peer.ip()),
         limits.udp_max_sublinks as usize,
     );
-    let mut from_client = vec![0u8; MAX_DATAGRAM];
-    let mut to_client = vec![0u8; HEADROOM + MAX_DATAGRAM];
-    let mut header = Vec::with_capacity(HEADROOM);
-    let mut client: Option<SocketAddr> = None;
+    let mut association = Association {
+        control,
+        hub,
+        expected,
+        fanout,
+        from_client: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+        outgoing: None,
+        to_client: vec![0u8; HEADROOM + MAX_DATAGRAM].into_boxed_slice(),
+        incoming: None,
+        header: Vec::with_capacity(HEADROOM),
+        client: None,
+    };
     let idle = limits.relay_idle_timeout;
-    let mut deadline = Instant::now() + idle;
-    let mut control_byte = [0u8; 1];
-    loop {
-        tokio::select! {
-            read = control.read(&mut control_byte) => match read {
-                // The association lives as long as its control connection.
-                Ok(0) | Err(_) => return Ok(()),
-                Ok(_) => {}
-            },
-            received = hub.recv_from(&mut from_client) => {
-                let (n, from) = received?;
+    let mut sleep = pin!(tokio::time::sleep(idle));
+    poll_fn(|cx| loop {
+        match association.poll_step(cx) {
+            Poll::Ready(Step::Ended) => return Poll::Ready(Ok(())),
+            Poll::Ready(Step::Moved) => sleep.as_mut().reset(Instant::now() + idle),
+            Poll::Pending => {
+                return match sleep.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Ok(())),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// What one pass over an association did.
+enum Step {
+    /// A packet moved one way or the other.
+    Moved,
+    /// The control connection closed: the association lives as long as it.
+    Ended,
+}
+
+/// One SOCKS association: its control connection, the relay socket it
+/// hears its client on, and the fan-out behind it. Each direction holds at
+/// most one packet, in a buffer of its own, while its send is pending.
+struct Association {
+    control: Stream,
+    hub: UdpSocket,
+    expected: ExpectedSender,
+    fanout: FanOut,
+    from_client: Box<[u8]>,
+    /// The destination and payload range of the client packet being sent.
+    outgoing: Option<(Address, Range<usize>)>,
+    to_client: Box<[u8]>,
+    /// The range of the reply being sent to the client.
+    incoming: Option<Range<usize>>,
+    header: Vec<u8>,
+    /// The client's address, once its first datagram came.
+    client: Option<SocketAddr>,
+}
+
+impl Association {
+    fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Step> {
+        let mut control_byte = [0u8; 1];
+        let mut read = ReadBuf::new(&mut control_byte);
+        match Pin::new(&mut self.control).poll_read(cx, &mut read) {
+            Poll::Ready(Ok(())) if read.filled().is_empty() => return Poll::Ready(Step::Ended),
+            Poll::Ready(Err(_)) => return Poll::Ready(Step::Ended),
+            // Bytes on the control connection mean nothing; look again.
+            Poll::Ready(Ok(())) => {
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending => {}
+        }
+        let mut moved = false;
+        // Client to the fan-out: a packet routed and sent, or still pending.
+        if let Some((to, range)) = &self.outgoing {
+            if self
+                .fanout
+                .poll_send_to(cx, &self.from_client[range.clone()], to)
+                .is_ready()
+            {
+                self.outgoing = None;
+                moved = true;
+            }
+        }
+        if self.outgoing.is_none() {
+            let mut read = ReadBuf::new(&mut self.from_client);
+            if let Poll::Ready(received) = self.hub.poll_recv_from(cx, &mut read) {
+                // The client is gone if its relay socket fails.
+                let Ok(from) = received else {
+                    return Poll::Ready(Step::Ended);
+                };
+                let n = read.filled().len();
                 // Anyone but the client is dropped before parsing, and does
                 // not keep the association alive.
-                if !expected.admits(from) {
-                    continue;
+                if self.expected.admits(from) {
+                    if let Ok((destination, payload)) = parse_datagram(&self.from_client[..n]) {
+                        let start = n - payload.len();
+                        self.expected.pin(from);
+                        self.client = Some(from);
+                        self.outgoing = Some((destination, start..n));
+                        moved = true;
+                    }
                 }
-                let Ok((destination, payload)) = parse_datagram(&from_client[..n]) else { continue };
-                expected.pin(from);
-                client = Some(from);
-                deadline = Instant::now() + idle;
-                fanout.send_to(payload, &destination).await;
+                cx.waker().wake_by_ref();
             }
-            (source, n) = poll_fn(|cx| fanout.poll_recv_from(cx, &mut to_client[HEADROOM..])) => {
-                let Some(client) = client else { continue };
-                header.clear();
-                write_datagram_header(&source, &mut header);
-                let start = HEADROOM - header.len();
-                to_client[start..HEADROOM].copy_from_slice(&header);
-                deadline = Instant::now() + idle;
-                if let Err(e) = hub.send_to(&to_client[start..HEADROOM + n], client).await {
+        }
+        // The fan-out to the client: a reply framed with its source.
+        if self.incoming.is_none() {
+            if let Poll::Ready((source, n)) = self
+                .fanout
+                .poll_recv_from(cx, &mut self.to_client[HEADROOM..])
+            {
+                if self.client.is_some() {
+                    self.header.clear();
+                    write_datagram_header(&source, &mut self.header);
+                    let start = HEADROOM - self.header.len();
+                    self.to_client[start..HEADROOM].copy_from_slice(&self.header);
+                    self.incoming = Some(start..HEADROOM + n);
+                }
+                moved = true;
+            }
+        }
+        if let (Some(range), Some(client)) = (&self.incoming, self.client) {
+            if let Poll::Ready(sent) =
+                self.hub
+                    .poll_send_to(cx, &self.to_client[range.clone()], client)
+            {
+                if let Err(e) = sent {
                     tracing::debug!("socks udp: reply to {client} failed: {e}");
                 }
+                self.incoming = None;
+                moved = true;
             }
-            _ = tokio::time::sleep_until(deadline) => return Ok(()),
+        }
+        if moved {
+            Poll::Ready(Step::Moved)
+        } else {
+            Poll::Pending
         }
     }
 }

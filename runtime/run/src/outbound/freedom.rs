@@ -1,13 +1,18 @@
 //! freedom: resolve and connect directly; UDP through one socket per family.
 
+use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
-use std::task::{Context, Poll};
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
 
 use etemenanki_ir::spec::AddressFamily;
 use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 use tokio::net::{TcpStream, UdpSocket};
+
+use super::link::DatagramLink;
 
 use crate::dial::Dialer;
 use crate::resolve::{order, Resolver};
@@ -92,9 +97,18 @@ impl Freedom {
             v6,
             resolver: self.resolver.clone(),
             family: self.family,
+            lookup: None,
+            resolved: None,
         })
     }
 }
+
+/// How long a name a link resolved keeps its address before the next
+/// packet to it looks it up again.
+const NAME_TTL: Duration = Duration::from_secs(60);
+
+/// A lookup in flight for a packet to a name.
+type Lookup = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
 
 /// A freedom UDP link: sends to IPs from the socket of their family and to
 /// names through the outbound's resolver.
@@ -103,34 +117,43 @@ pub struct ResolvingUdp {
     v6: Option<UdpSocket>,
     resolver: Resolver,
     family: AddressFamily,
+    /// The lookup of the name the packet being sent is addressed to.
+    lookup: Option<(String, Lookup)>,
+    /// The name last resolved, its address and when: an association sends
+    /// packet after packet to the same name.
+    resolved: Option<(String, IpAddr, Instant)>,
 }
 
 impl ResolvingUdp {
-    pub async fn send_to(&self, payload: &[u8], to: &Address) -> io::Result<()> {
-        let peer = match to {
-            Address::Ip(addr) => *addr,
-            Address::Domain(host, port) => {
-                let found = order(
-                    self.resolver.lookup(host).await.unwrap_or_default(),
-                    self.family,
-                );
-                let Some(ip) = found
-                    .into_iter()
-                    .find(|ip| self.socket_for(ip.is_ipv6()).is_some())
-                else {
-                    tracing::debug!("freedom: dropping a datagram to an unresolvable {to:?}");
-                    return Ok(());
-                };
-                SocketAddr::new(ip, *port)
+    /// The address to send a packet for `host` to: from the last lookup
+    /// while it is fresh, else from a lookup this call starts or continues.
+    /// `Ready(None)` when the name resolves to nothing usable.
+    fn poll_resolve(&mut self, cx: &mut Context<'_>, host: &str) -> Poll<Option<IpAddr>> {
+        if let Some((name, ip, at)) = &self.resolved {
+            if name == host && at.elapsed() < NAME_TTL {
+                return Poll::Ready(Some(*ip));
             }
+        }
+        if !matches!(&self.lookup, Some((name, _)) if name == host) {
+            let resolver = self.resolver.clone();
+            let name = host.to_owned();
+            let lookup: Lookup = Box::pin(async move { resolver.lookup(&name).await });
+            self.lookup = Some((host.to_owned(), lookup));
+        }
+        let Some((_, lookup)) = &mut self.lookup else {
+            return Poll::Ready(None);
         };
-        let socket = self.socket_for(peer.is_ipv6()).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::AddrNotAvailable,
-                format!("udp: no local socket in the family of {peer}"),
-            )
-        })?;
-        socket.send_to(payload, peer).await.map(drop)
+        let found = ready!(lookup.as_mut().poll(cx)).unwrap_or_default();
+        let Some((name, _)) = self.lookup.take() else {
+            return Poll::Ready(None);
+        };
+        let usable = order(found, self.family)
+            .into_iter()
+            .find(|ip| self.socket_for(ip.is_ipv6()).is_some());
+        if let Some(ip) = usable {
+            self.resolved = Some((name, ip, Instant::now()));
+        }
+        Poll::Ready(usable)
     }
 
     fn socket_for(&self, v6: bool) -> Option<&UdpSocket> {
@@ -140,16 +163,43 @@ impl ResolvingUdp {
             self.v4.as_ref()
         }
     }
+}
+
+impl DatagramLink for ResolvingUdp {
+    fn poll_send_to(
+        &mut self,
+        cx: &mut Context<'_>,
+        payload: &[u8],
+        to: &Address,
+    ) -> Poll<io::Result<()>> {
+        let peer = match to {
+            Address::Ip(addr) => *addr,
+            Address::Domain(host, port) => match ready!(self.poll_resolve(cx, host)) {
+                Some(ip) => SocketAddr::new(ip, *port),
+                None => {
+                    tracing::debug!("freedom: dropping a datagram to an unresolvable {to:?}");
+                    return Poll::Ready(Ok(()));
+                }
+            },
+        };
+        let socket = self.socket_for(peer.is_ipv6()).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                format!("udp: no local socket in the family of {peer}"),
+            )
+        })?;
+        socket.poll_send_to(cx, payload, peer).map_ok(drop)
+    }
 
     /// Receives from whichever socket has a datagram, v4 before v6.
-    pub fn poll_recv_from(
-        &self,
+    fn poll_recv_from(
+        &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<SocketAddr>> {
+    ) -> Poll<io::Result<Address>> {
         for socket in [&self.v4, &self.v6].into_iter().flatten() {
             if let Poll::Ready(result) = socket.poll_recv_from(cx, buf) {
-                return Poll::Ready(result);
+                return Poll::Ready(result.map(Address::Ip));
             }
         }
         Poll::Pending

@@ -1,6 +1,9 @@
-//! The datagram link a fan-out sub-link holds.
+//! The datagram links a fan-out sub-link holds, polled: a send that cannot
+//! go now returns `Pending` instead of holding up the association.
 
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use etemenanki_proto::Address;
@@ -9,7 +12,30 @@ use tokio::io::ReadBuf;
 use super::freedom::ResolvingUdp;
 use super::socks_udp::SocksUdp;
 
-pub enum DatagramLink {
+/// What every datagram link does: send a packet to its own address, and
+/// receive the next one with its source.
+pub trait DatagramLink {
+    /// Sends `payload` to `to`; `Ready(Ok)` once it is sent (or dropped, as
+    /// a lossy link drops what cannot be delivered).
+    fn poll_send_to(
+        &mut self,
+        cx: &mut Context<'_>,
+        payload: &[u8],
+        to: &Address,
+    ) -> Poll<io::Result<()>>;
+
+    /// The next datagram, copied into `buf` (truncated if it does not fit,
+    /// as UDP does), and its source.
+    fn poll_recv_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<Address>>;
+}
+
+/// The link a UDP flow opened on an outbound: a closed enum, so the fan-out
+/// holds links of different outbounds side by side.
+pub enum OutboundDatagram {
     /// Boxed: it holds a resolver, far larger than the other variants.
     Freedom(Box<ResolvingUdp>),
     Socks(Box<SocksUdp>),
@@ -18,24 +44,33 @@ pub enum DatagramLink {
     Blackhole,
 }
 
-impl DatagramLink {
-    pub async fn send_to(&mut self, payload: &[u8], to: &Address) -> io::Result<()> {
+/// An open in flight; the fan-out polls it beside the links already open,
+/// so an open that takes round trips never stalls another sub-link.
+pub type DatagramFuture = Pin<Box<dyn Future<Output = io::Result<OutboundDatagram>> + Send>>;
+
+impl DatagramLink for OutboundDatagram {
+    fn poll_send_to(
+        &mut self,
+        cx: &mut Context<'_>,
+        payload: &[u8],
+        to: &Address,
+    ) -> Poll<io::Result<()>> {
         match self {
-            DatagramLink::Freedom(udp) => udp.send_to(payload, to).await,
-            DatagramLink::Socks(udp) => udp.send_to(payload, to).await,
-            DatagramLink::Blackhole => Ok(()),
+            OutboundDatagram::Freedom(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
 
-    pub fn poll_recv_from(
+    fn poll_recv_from(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<Address>> {
         match self {
-            DatagramLink::Freedom(udp) => udp.poll_recv_from(cx, buf).map_ok(Address::Ip),
-            DatagramLink::Socks(udp) => udp.poll_recv_from(cx, buf),
-            DatagramLink::Blackhole => Poll::Pending,
+            OutboundDatagram::Freedom(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Blackhole => Poll::Pending,
         }
     }
 }

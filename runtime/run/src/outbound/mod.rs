@@ -3,17 +3,19 @@
 //! datagram link.
 
 mod freedom;
+mod handshake;
 mod http;
 mod link;
 mod socks;
 mod socks_udp;
-mod upstream;
+mod stream;
 
 use std::io;
+use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
 use etemenanki_proto::Address;
-use tokio::net::TcpStream;
+use etemenanki_transport::{Connector, Stream};
 
 use crate::dial::Dialer;
 use crate::drain::Drain;
@@ -21,9 +23,9 @@ use crate::id::OutboundId;
 use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
-pub use link::DatagramLink;
+pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
-use upstream::UpstreamDialer;
+pub use stream::OutboundStream;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -36,13 +38,6 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
-    Blackhole,
-}
-
-/// The stream a TCP flow is relayed to.
-pub enum OutboundStream {
-    Tcp(TcpStream),
-    /// Reads EOF at once and swallows every write.
     Blackhole,
 }
 
@@ -63,15 +58,13 @@ impl Outbound {
             OutboundProtocol::Blackhole => Kind::Blackhole,
             OutboundProtocol::Socks { upstream, account }
             | OutboundProtocol::Http { upstream, account } => {
-                let upstream = UpstreamDialer::new(
-                    upstream,
-                    account.as_ref(),
-                    dialer.clone(),
-                    dns.servers.clone(),
-                )?;
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                let account = account
+                    .as_ref()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()));
                 match spec.protocol {
-                    OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(upstream)),
-                    _ => Kind::Http(Http::new(upstream)),
+                    OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
+                    _ => Kind::Http(Http::new(connector, account)),
                 }
             }
             other => {
@@ -109,27 +102,39 @@ impl Outbound {
 
     pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
         match &self.kind {
-            Kind::Freedom(freedom) => freedom.connect(destination).await.map(OutboundStream::Tcp),
-            Kind::Socks(socks) => socks.connect(destination).await.map(OutboundStream::Tcp),
-            Kind::Http(http) => http.connect(destination).await.map(OutboundStream::Tcp),
+            Kind::Freedom(freedom) => freedom
+                .connect(destination)
+                .await
+                .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
+            Kind::Socks(socks) => socks.connect(destination).await,
+            Kind::Http(http) => http.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
 
-    pub async fn connect_datagram(&self) -> io::Result<DatagramLink> {
+    /// Opens a UDP link on this version. The future owns a reference to
+    /// the outbound, as the link it yields does through the fan-out, so a
+    /// connection or tunnel the version shares lives while any flow needs
+    /// it, whatever the drain policy.
+    pub fn connect_datagram(self: &Arc<Self>) -> DatagramFuture {
+        let outbound = self.clone();
+        Box::pin(async move { outbound.open_datagram().await })
+    }
+
+    async fn open_datagram(&self) -> io::Result<OutboundDatagram> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
                 .bind_udp()
-                .map(|udp| DatagramLink::Freedom(Box::new(udp))),
+                .map(|udp| OutboundDatagram::Freedom(Box::new(udp))),
             Kind::Socks(socks) => socks
                 .associate()
                 .await
-                .map(|udp| DatagramLink::Socks(Box::new(udp))),
+                .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
             )),
-            Kind::Blackhole => Ok(DatagramLink::Blackhole),
+            Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
     }
 }

@@ -8,14 +8,17 @@ use std::task::{Context, Poll};
 
 use etemenanki_proto::socks::{parse_datagram, write_datagram_header};
 use etemenanki_proto::Address;
+use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::UdpSocket;
+
+use super::link::DatagramLink;
 
 /// The receive buffer: the largest UDP payload plus its header.
 const RECV_BUF: usize = 64 * 1024;
 
 pub struct SocksUdp {
-    control: TcpStream,
+    control: Stream,
     socket: UdpSocket,
     relay: SocketAddr,
     closed: bool,
@@ -37,7 +40,7 @@ fn endpoint(addr: SocketAddr) -> SocketAddr {
 }
 
 impl SocksUdp {
-    pub fn new(control: TcpStream, socket: UdpSocket, relay: SocketAddr) -> Self {
+    pub fn new(control: Stream, socket: UdpSocket, relay: SocketAddr) -> Self {
         SocksUdp {
             control,
             socket,
@@ -71,23 +74,29 @@ impl SocksUdp {
             }
         }
     }
+}
 
-    pub async fn send_to(&mut self, payload: &[u8], to: &Address) -> io::Result<()> {
-        std::future::poll_fn(|cx| Poll::Ready(self.poll_control(cx))).await?;
+impl DatagramLink for SocksUdp {
+    fn poll_send_to(
+        &mut self,
+        cx: &mut Context<'_>,
+        payload: &[u8],
+        to: &Address,
+    ) -> Poll<io::Result<()>> {
+        self.poll_control(cx)?;
         self.scratch.clear();
         write_datagram_header(to, &mut self.scratch);
         self.scratch.extend_from_slice(payload);
         self.socket
-            .send_to(&self.scratch, self.relay)
-            .await
-            .map(drop)
+            .poll_send_to(cx, &self.scratch, self.relay)
+            .map_ok(drop)
     }
 
     /// The next datagram from the relay, its payload copied into `buf`
     /// (truncated if it does not fit, as UDP does) and the peer its header
     /// names. Datagrams from anyone but the relay, and ones whose header does
     /// not parse, are skipped.
-    pub fn poll_recv_from(
+    fn poll_recv_from(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,

@@ -2,8 +2,9 @@
 //! and shuts the other's write side down once the first ends.
 //!
 //! Bytes are carried either by a pipe, spliced in and out inside the kernel
-//! (Linux), or by a 16 KiB buffer read into and written from user space
-//! (when no pipe can be had, say the descriptors ran out, or elsewhere). A
+//! (Linux, when both sides are plain TCP sockets), or by a pooled buffer
+//! read into and written from user space (any other stream, or when no pipe
+//! can be had, say the descriptors ran out). A
 //! direction holds its carrier only while bytes move: it waits for
 //! readiness with none, takes one to read, and gives it back once the bytes
 //! are written and the next read would block. Backpressure is simply not
@@ -13,11 +14,14 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
+use tokio::io::ReadBuf;
 
-/// The relay buffer of one direction, as seed 003's `RELAY_BUF`.
-const RELAY_BUF: usize = 16 * 1024;
+use super::Relayed;
+use crate::buffers;
+
+/// The relay buffer of one direction, as seed 003's `RELAY_BUF` and seed
+/// 000's 16 KiB client buffers for socks and http.
+pub const RELAY_BUF: usize = 16 * 1024;
 /// Reads one direction may make in one poll before yielding to the rest of
 /// the runtime.
 const READS_PER_POLL: u32 = 16;
@@ -25,12 +29,11 @@ const READS_PER_POLL: u32 = 16;
 /// How a direction carries its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// Through a pipe with splice(2) where the platform has it, else as
-    /// `Buffer`.
+    /// Through a pipe with splice(2) where the platform has it and both
+    /// sides are plain TCP sockets, else as `Buffer`.
     Splice,
-    /// Through a buffer in user space, which otherwise carries bytes only
-    /// when no pipe can be had: tests force it to cover that path.
-    #[cfg(test)]
+    /// Through a pooled buffer in user space: any stream, and plain TCP
+    /// when no pipe can be had.
     Buffer,
 }
 
@@ -48,11 +51,17 @@ enum Carrier {
     },
 }
 
+/// A splice between two streams that are not both plain sockets: the mode
+/// is chosen from both ends when the relay starts, so this cannot happen.
+fn not_a_socket() -> io::Error {
+    io::Error::other("relay: splice needs a plain socket at both ends")
+}
+
 impl Carrier {
     fn new(mode: Mode) -> Carrier {
         #[cfg(target_os = "linux")]
         if mode == Mode::Splice {
-            match super::pool::take() {
+            match super::pool::take_pipe() {
                 Ok(pipe) => return Carrier::Pipe { pipe, pending: 0 },
                 Err(e) => tracing::debug!("relaying through a buffer: no pipe: {e}"),
             }
@@ -60,7 +69,7 @@ impl Carrier {
         #[cfg(not(target_os = "linux"))]
         let _ = mode;
         Carrier::Buffer {
-            buf: vec![0; RELAY_BUF].into_boxed_slice(),
+            buf: buffers::take(RELAY_BUF),
             start: 0,
             end: 0,
         }
@@ -68,7 +77,11 @@ impl Carrier {
 
     /// Writes what it holds to `to`; `Ready(Ok(false))` when it holds
     /// nothing, `Ready(Ok(true))` when some bytes went.
-    fn poll_write(&mut self, cx: &mut Context<'_>, to: &mut TcpStream) -> Poll<io::Result<bool>> {
+    fn poll_write<W: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut W,
+    ) -> Poll<io::Result<bool>> {
         let n = match self {
             Carrier::Buffer { buf, start, end } => {
                 if start == end {
@@ -83,7 +96,7 @@ impl Carrier {
                 if *pending == 0 {
                     return Poll::Ready(Ok(false));
                 }
-                let to: &TcpStream = to;
+                let to = to.plain_tcp().ok_or_else(not_a_socket)?;
                 let n = loop {
                     ready!(to.poll_write_ready(cx))?;
                     let drained = to.try_io(tokio::io::Interest::WRITABLE, || {
@@ -107,33 +120,63 @@ impl Carrier {
         Poll::Ready(Ok(true))
     }
 
-    /// One read from `from` into an empty carrier: `Ok(0)` at end of
-    /// stream, `WouldBlock` when `from` has nothing now.
-    fn read(&mut self, from: &TcpStream) -> io::Result<usize> {
+    /// Whether everything read was written.
+    fn is_empty(&self) -> bool {
+        match self {
+            Carrier::Buffer { start, end, .. } => start == end,
+            #[cfg(target_os = "linux")]
+            Carrier::Pipe { pending, .. } => *pending == 0,
+        }
+    }
+
+    /// One read from `from` into an empty carrier: `Ready(Ok(0))` at end of
+    /// stream, `Pending` when `from` has nothing now.
+    fn poll_read<R: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut R,
+    ) -> Poll<io::Result<usize>> {
         match self {
             Carrier::Buffer { buf, start, end } => {
-                let n = from.try_read(buf)?;
+                let mut read = ReadBuf::new(buf);
+                ready!(Pin::new(from).poll_read(cx, &mut read))?;
+                let n = read.filled().len();
                 (*start, *end) = (0, n);
-                Ok(n)
+                Poll::Ready(Ok(n))
             }
             #[cfg(target_os = "linux")]
             Carrier::Pipe { pipe, pending } => {
-                let n = from.try_io(tokio::io::Interest::READABLE, || {
-                    use std::os::fd::AsFd;
-                    pipe.fill(from.as_fd())
-                })?;
-                *pending = n;
-                Ok(n)
+                let from = from.plain_tcp().ok_or_else(not_a_socket)?;
+                loop {
+                    ready!(from.poll_read_ready(cx))?;
+                    let filled = from.try_io(tokio::io::Interest::READABLE, || {
+                        use std::os::fd::AsFd;
+                        pipe.fill(from.as_fd())
+                    });
+                    match filled {
+                        Ok(n) => {
+                            *pending = n;
+                            return Poll::Ready(Ok(n));
+                        }
+                        // try_io cleared the readiness: wait for it again.
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
+                }
             }
         }
     }
 
-    /// Lets go of an empty carrier: a pipe goes back to the spares.
+    /// Lets go of an empty carrier: a pipe or a buffer goes back to the
+    /// spares.
     fn release(self) {
-        #[cfg(target_os = "linux")]
-        if let Carrier::Pipe { pipe, pending } = self {
-            debug_assert_eq!(pending, 0, "only an empty pipe is a spare");
-            super::pool::give(pipe);
+        match self {
+            Carrier::Buffer { buf, .. } => buffers::give(buf),
+            #[cfg(target_os = "linux")]
+            Carrier::Pipe { pipe, pending } => {
+                debug_assert_eq!(pending, 0, "only an empty pipe is a spare");
+                super::pool::give_pipe(pipe);
+            }
         }
     }
 }
@@ -141,6 +184,8 @@ impl Carrier {
 pub struct Half {
     mode: Mode,
     carrier: Option<Carrier>,
+    /// Bytes were written since the last flush.
+    unflushed: bool,
     eof: bool,
     done: bool,
 }
@@ -150,6 +195,7 @@ impl Half {
         Half {
             mode,
             carrier: None,
+            unflushed: false,
             eof: false,
             done: false,
         }
@@ -162,11 +208,11 @@ impl Half {
 
     /// Moves bytes from `from` to `to` until it would block; `Ready` once
     /// `from` ended and `to` was shut down for writing.
-    pub fn poll(
+    pub fn poll<R: Relayed, W: Relayed>(
         &mut self,
         cx: &mut Context<'_>,
-        from: &TcpStream,
-        to: &mut TcpStream,
+        from: &mut R,
+        to: &mut W,
         moved: &mut bool,
     ) -> Poll<io::Result<()>> {
         let mut reads = 0;
@@ -174,8 +220,15 @@ impl Half {
             if let Some(carrier) = &mut self.carrier {
                 if ready!(carrier.poll_write(cx, to))? {
                     *moved = true;
+                    self.unflushed = true;
                     continue;
                 }
+            }
+            // A layered stream (TLS) may hold written bytes until flushed;
+            // a socket's flush is free.
+            if self.unflushed {
+                ready!(Pin::new(&mut *to).poll_flush(cx))?;
+                self.unflushed = false;
             }
             if self.eof {
                 ready!(Pin::new(&mut *to).poll_shutdown(cx))?;
@@ -186,20 +239,24 @@ impl Half {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            ready!(from.poll_read_ready(cx))?;
             let mode = self.mode;
             let carrier = self.carrier.get_or_insert_with(|| Carrier::new(mode));
-            match carrier.read(from) {
-                Ok(0) => {
+            debug_assert!(carrier.is_empty());
+            match carrier.poll_read(cx, from) {
+                Poll::Ready(Ok(0)) => {
                     self.eof = true;
                     self.release();
                 }
-                Ok(_) => {
+                Poll::Ready(Ok(_)) => {
                     reads += 1;
                     *moved = true;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.release(),
-                Err(e) => {
+                Poll::Pending => {
+                    // Nothing to carry: an idle direction holds no carrier.
+                    self.release();
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => {
                     // The carrier was empty before the read that failed, so
                     // a pipe goes back to the spares: a client that resets
                     // its connection (the common way a short one ends) must

@@ -1,5 +1,7 @@
 //! The relay: both directions of one connection in the connection's own
-//! task, with half-close, the idle timeout and the drain guard.
+//! task, with half-close, the idle timeout and the drain guard. One relay
+//! for every pair of streams; when both are plain TCP sockets, bytes move
+//! in the kernel (splice) instead of through user space.
 //!
 //! Each direction ([`half`]) holds a pipe or a buffer only while bytes
 //! move, so an idle connection holds neither.
@@ -16,11 +18,39 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
+use etemenanki_transport::Stream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::drain::{Guard, DRAINED};
+use crate::outbound::OutboundStream;
 use half::{Half, Mode};
+
+/// A stream the relay moves bytes to and from.
+pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
+    /// The socket itself when nothing is layered over it, so bytes may
+    /// move in the kernel.
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream>;
+}
+
+impl Relayed for TcpStream {
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        Some(self)
+    }
+}
+
+impl Relayed for Stream {
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        self.as_plain_tcp()
+    }
+}
+
+impl Relayed for OutboundStream {
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        self.as_plain_tcp()
+    }
+}
 
 /// How a relay ended without an error.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,20 +63,25 @@ pub enum Ended {
 
 /// Relays until both directions have ended, nothing moved for `idle`, the
 /// guard's outbound version is closed, or either side fails.
-pub async fn relay(
-    client: &mut TcpStream,
-    outbound: &mut TcpStream,
+pub async fn relay<C: Relayed, O: Relayed>(
+    client: &mut C,
+    outbound: &mut O,
     idle: Duration,
     guard: &mut Guard,
 ) -> io::Result<Ended> {
-    relay_by(Mode::Splice, client, outbound, idle, guard).await
+    let mode = if client.plain_tcp().is_some() && outbound.plain_tcp().is_some() {
+        Mode::Splice
+    } else {
+        Mode::Buffer
+    };
+    relay_by(mode, client, outbound, idle, guard).await
 }
 
 /// [`relay`] with each direction carrying its bytes as `mode` says.
-async fn relay_by(
+async fn relay_by<C: Relayed, O: Relayed>(
     mode: Mode,
-    client: &mut TcpStream,
-    outbound: &mut TcpStream,
+    client: &mut C,
+    outbound: &mut O,
     idle: Duration,
     guard: &mut Guard,
 ) -> io::Result<Ended> {
@@ -89,26 +124,6 @@ async fn relay_by(
         Poll::Pending
     })
     .await
-}
-
-/// The relay against blackhole: the client reads EOF at once, and what it
-/// sends is swallowed until it finishes or goes idle.
-pub async fn swallow(client: &mut TcpStream, idle: Duration) -> io::Result<Ended> {
-    use tokio::io::AsyncWriteExt;
-    client.shutdown().await?;
-    loop {
-        match tokio::time::timeout(idle, client.readable()).await {
-            Err(_) => return Ok(Ended::Idle),
-            Ok(ready) => ready?,
-        }
-        let mut scratch = [0u8; 2048];
-        match client.try_read(&mut scratch) {
-            Ok(0) => return Ok(Ended::Done),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -247,7 +262,7 @@ mod tests {
         }
         // The relays ran on this thread (a current-thread runtime) and
         // carried their bytes in pipes, which are spares now.
-        assert!(pool::spares() > 0, "the relays used pipes");
+        assert!(pool::spare_pipes() > 0, "the relays used pipes");
     }
 
     #[cfg(target_os = "linux")]
@@ -269,7 +284,7 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
         // This test's thread made only the one pipe the client's direction
         // used; it is a spare again.
-        assert_eq!(pool::spares(), 1, "the reset relay kept its pipe");
+        assert_eq!(pool::spare_pipes(), 1, "the reset relay kept its pipe");
     }
 
     #[tokio::test(start_paused = true)]
@@ -341,6 +356,50 @@ mod tests {
                 writer.await.unwrap() < TOTAL,
                 "{mode:?}: the client's writes failed"
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_relay_to_blackhole_gives_the_client_eof_and_swallows_its_bytes() {
+        let (mut app, mut proxy_in, _c, _d) = pairs().await;
+        let drain = Drain::default();
+        let mut guard = drain.guard();
+        let relay = tokio::spawn(async move {
+            let mut outbound = OutboundStream::Blackhole;
+            relay(
+                &mut proxy_in,
+                &mut outbound,
+                Duration::from_secs(30),
+                &mut guard,
+            )
+            .await
+        });
+        let mut got = Vec::new();
+        app.read_to_end(&mut got).await.unwrap();
+        assert!(got.is_empty(), "blackhole sends nothing");
+        app.write_all(&pattern(100_000, 3)).await.unwrap();
+        app.shutdown().await.unwrap();
+        assert_eq!(relay.await.unwrap().unwrap(), Ended::Done);
+    }
+
+    #[tokio::test]
+    async fn buffered_relays_take_their_buffers_from_the_pool_and_give_them_back() {
+        let mut spares = None;
+        for round in 0..4u32 {
+            let drain = Drain::default();
+            let (app, server, relay) = relayed(Mode::Buffer, Duration::from_secs(30), &drain).await;
+            let up = pattern(200_000 + round, round);
+            let down = pattern(100_000 + round, round + 7);
+            let (at_server, at_app) =
+                tokio::join!(exchange(server, down.clone()), exchange(app, up.clone()));
+            assert!(at_server == up && at_app == down, "round {round}");
+            relay.await.unwrap().unwrap();
+            // At most one buffer per direction was in flight; they are
+            // spares again, and later rounds reuse them instead of
+            // allocating more.
+            let now = crate::buffers::spares(half::RELAY_BUF);
+            assert!((1..=2).contains(&now), "round {round}: {now} spares");
+            assert_eq!(*spares.get_or_insert(now), now, "round {round}");
         }
     }
 }

@@ -16,12 +16,12 @@ use super::pipe::Pipe;
 const SPARE: usize = 8;
 
 thread_local! {
-    static SPARES: RefCell<Vec<Pipe>> = const { RefCell::new(Vec::new()) };
+    static PIPES: RefCell<Vec<Pipe>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A spare pipe of this thread, or a new one.
-pub fn take() -> io::Result<Pipe> {
-    match SPARES.with_borrow_mut(Vec::pop) {
+pub fn take_pipe() -> io::Result<Pipe> {
+    match PIPES.with_borrow_mut(Vec::pop) {
         Some(pipe) => Ok(pipe),
         None => Pipe::new(),
     }
@@ -29,8 +29,8 @@ pub fn take() -> io::Result<Pipe> {
 
 /// Keeps an empty pipe for the next burst, or closes it when this thread
 /// already has enough. A pipe that still holds bytes must not come here.
-pub fn give(pipe: Pipe) {
-    SPARES.with_borrow_mut(|spares| {
+pub fn give_pipe(pipe: Pipe) {
+    PIPES.with_borrow_mut(|spares| {
         if spares.len() < SPARE {
             spares.push(pipe);
         }
@@ -39,6 +39,6 @@ pub fn give(pipe: Pipe) {
 
 /// How many spare pipes this thread keeps now.
 #[cfg(test)]
-pub fn spares() -> usize {
-    SPARES.with_borrow(Vec::len)
+pub fn spare_pipes() -> usize {
+    PIPES.with_borrow(Vec::len)
 }

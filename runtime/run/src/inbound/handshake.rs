@@ -1,0 +1,162 @@
+//! Drives a server core over the accepted stream under the handshake
+//! watchdog, and what every core's request does next: route, dial, stage
+//! the core's reply for the outcome, then relay.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::SystemTime;
+
+use etemenanki_proto::codec::{ServerCore, ServerRequest, ServerStep};
+use etemenanki_proto::sniff::{sniff, Sniffed};
+use etemenanki_transport::Stream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::sniff::sniff_prefix;
+use super::{handshake_timed_out, relay_opened, Shared};
+use crate::connect::{open_stream, Flow};
+use crate::route::refuse_own_inbound;
+
+/// Runs `core` over `client` until its request is whole, within the
+/// handshake limit; returns the request and the bytes the client sent after
+/// it. A refusal is sent to the client before the error returns.
+pub async fn read_request<C: ServerCore>(
+    shared: &Shared,
+    client: &mut Stream,
+    core: &mut C,
+    max: usize,
+) -> io::Result<(C::Request, Vec<u8>)> {
+    let limit = shared.limits.load().handshake_timeout;
+    let name = shared.spec.protocol.name();
+    tokio::time::timeout(limit, advance(client, core, max, name))
+        .await
+        .map_err(|_| handshake_timed_out(limit))?
+}
+
+async fn advance<C: ServerCore>(
+    client: &mut Stream,
+    core: &mut C,
+    max: usize,
+    name: &str,
+) -> io::Result<(C::Request, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(512);
+    let mut out = Vec::new();
+    loop {
+        buf.reserve(512);
+        if client.read_buf(&mut buf).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{name}: client closed during the handshake"),
+            ));
+        }
+        let step = core.advance(&buf, SystemTime::now(), &mut out);
+        if !out.is_empty() {
+            client.write_all(&out).await?;
+            client.flush().await?;
+            out.clear();
+        }
+        match step {
+            Ok(ServerStep::NeedMore { consumed }) => {
+                buf.drain(..consumed);
+                if buf.len() >= max {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{name}: handshake too long"),
+                    ));
+                }
+            }
+            Ok(ServerStep::Open { consumed, request }) => {
+                return Ok((request, buf.split_off(consumed)))
+            }
+            Err(refusal) => {
+                if !refusal.reply.is_empty() {
+                    client.write_all(&refusal.reply).await?;
+                    client.flush().await?;
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    refusal.reason,
+                ));
+            }
+        }
+    }
+}
+
+/// Routes and dials the flow `request` asks for, stages the request's reply
+/// for the outcome, then relays. `early` is what the client sent after its
+/// request.
+pub async fn open_and_relay<R: ServerRequest>(
+    shared: &Shared,
+    mut client: Stream,
+    peer: SocketAddr,
+    request: &R,
+    early: Vec<u8>,
+) -> io::Result<()> {
+    let mut flow = Flow {
+        destination: request.destination().clone(),
+        sniffed: None,
+        source: Some(peer.ip()),
+    };
+    let mut reply = Vec::new();
+    let sniff_ip = shared.spec.sniff && flow.destination.ip().is_some();
+    if sniff_ip && request.first_bytes().is_empty() {
+        // The client sends its first bytes only once it has the success
+        // reply, so the reply goes first and the prefix is collected after;
+        // a dial that then fails just closes the connection. A destination
+        // this proxy refuses is refused before that reply.
+        if let Err(e) = refuse_own_inbound(&shared.plane, &flow.destination) {
+            return refuse(client, request, e).await;
+        }
+        request.on_connected(unspecified(), &mut reply);
+        client.write_all(&reply).await?;
+        client.flush().await?;
+        let mut prefix = early;
+        let limits = shared.limits.load();
+        flow.sniffed = sniff_prefix(
+            &mut client,
+            &mut prefix,
+            limits.sniff_timeout,
+            limits.sniff_max_bytes as usize,
+        )
+        .await;
+        let opened = open_stream(&shared.plane, &shared.tag, &flow).await?;
+        return relay_opened(shared, client, opened, &prefix).await;
+    }
+    if sniff_ip {
+        if let Sniffed::Domain(name) = sniff(request.first_bytes()) {
+            flow.sniffed = Some(name);
+        }
+    }
+    match open_stream(&shared.plane, &shared.tag, &flow).await {
+        Ok(opened) => {
+            let bound = opened.stream.local_addr().unwrap_or_else(unspecified);
+            request.on_connected(bound, &mut reply);
+            if !reply.is_empty() {
+                client.write_all(&reply).await?;
+                client.flush().await?;
+            }
+            let mut first = request.first_bytes().to_vec();
+            first.extend_from_slice(&early);
+            relay_opened(shared, client, opened, &first).await
+        }
+        Err(e) => refuse(client, request, e).await,
+    }
+}
+
+/// Tells the client its request failed with `error`, in the words of its
+/// protocol, and returns the error.
+async fn refuse<R: ServerRequest>(
+    mut client: Stream,
+    request: &R,
+    error: io::Error,
+) -> io::Result<()> {
+    let mut reply = Vec::new();
+    request.on_connect_failed(error.kind(), &mut reply);
+    if client.write_all(&reply).await.is_ok() {
+        client.flush().await.ok();
+    }
+    Err(error)
+}
+
+pub fn unspecified() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
+}

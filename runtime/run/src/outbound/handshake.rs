@@ -1,0 +1,59 @@
+//! Drives a client codec over a transport stream: the one place a proxy
+//! client's handshake does I/O, so the same code runs over TCP, TLS and
+//! whatever layers come later. No exact-size reads and no peeking: what the
+//! server sends after its reply is kept and handed to the stream's reader.
+
+use std::io;
+
+use etemenanki_proto::codec::{ClientCodec, ClientStep};
+use etemenanki_transport::Stream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The most a handshake reads before its answer is whole: seed 000's client
+/// buffer for socks and http.
+const HANDSHAKE_BUF: usize = 16 * 1024;
+
+/// Runs `codec` over `stream` until it opens, every message written and
+/// flushed. Returns the codec's reply and the bytes read past it.
+pub async fn handshake<C: ClientCodec>(
+    stream: &mut Stream,
+    codec: &mut C,
+) -> io::Result<(C::Reply, Vec<u8>)> {
+    let mut out = Vec::with_capacity(C::STAGING_RESERVE);
+    let mut input = Vec::new();
+    let mut step = codec.start(&mut out);
+    loop {
+        if !out.is_empty() {
+            stream.write_all(&out).await?;
+            stream.flush().await?;
+            out.clear();
+        }
+        if let ClientStep::Open(reply) = step {
+            return Ok((reply, input));
+        }
+        step = loop {
+            if let Some((used, next)) = codec.decode(&input, &mut out)? {
+                if used > input.len() {
+                    return Err(io::Error::other(
+                        "codec consumed more reply than it was given",
+                    ));
+                }
+                input.drain(..used);
+                break next;
+            }
+            if input.len() >= HANDSHAKE_BUF {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "upstream frame larger than the client runtime's buffer",
+                ));
+            }
+            input.reserve(512.min(HANDSHAKE_BUF - input.len()));
+            if stream.read_buf(&mut input).await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "upstream closed during the handshake",
+                ));
+            }
+        };
+    }
+}

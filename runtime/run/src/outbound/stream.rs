@@ -1,0 +1,96 @@
+//! The stream a TCP flow is relayed to, whatever opened it.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use etemenanki_transport::{Prefixed, Stream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A closed enum, as shadowsocks-rust's outbound stream is: no box where
+/// the types are known.
+pub enum OutboundStream {
+    /// A direct connection, or a proxy's tunnel whose handshake is done.
+    Transport(Stream),
+    /// A tunnel whose server sent bytes right after its reply, in the same
+    /// read: they are the tunnel's first bytes.
+    Prefixed(Prefixed<Stream>),
+    /// Reads EOF at once and swallows every write.
+    Blackhole,
+}
+
+impl OutboundStream {
+    /// The tunnel `stream`, with `ahead`, bytes read past the handshake.
+    pub fn opened(stream: Stream, ahead: Vec<u8>) -> OutboundStream {
+        if ahead.is_empty() {
+            OutboundStream::Transport(stream)
+        } else {
+            OutboundStream::Prefixed(Prefixed::new(ahead, stream))
+        }
+    }
+
+    /// The socket itself when nothing is layered over it and nothing is
+    /// held ahead of it.
+    pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        match self {
+            OutboundStream::Transport(stream) => stream.as_plain_tcp(),
+            OutboundStream::Prefixed(_) | OutboundStream::Blackhole => None,
+        }
+    }
+
+    /// The local address of the connection, where there is one.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        let socket = match self {
+            OutboundStream::Transport(stream) => stream.socket(),
+            OutboundStream::Prefixed(prefixed) => prefixed.get_ref().socket(),
+            OutboundStream::Blackhole => return None,
+        };
+        socket.local_addr().ok()
+    }
+}
+
+impl AsyncRead for OutboundStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            OutboundStream::Transport(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Prefixed(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Blackhole => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl AsyncWrite for OutboundStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            OutboundStream::Transport(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Prefixed(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            OutboundStream::Transport(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Prefixed(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Blackhole => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            OutboundStream::Transport(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Prefixed(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Blackhole => Poll::Ready(Ok(())),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Sockets opened under the spec's socket policy: TCP connects with a
+//! per-attempt timeout, and UDP sockets per address family.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::{Limits, SocketPolicy};
+use socket2::{Domain, Protocol, SockAddr, Socket, TcpKeepalive, Type};
+use tokio::net::{TcpStream, UdpSocket};
+
+#[derive(Clone)]
+pub struct Dialer {
+    policy: Arc<SocketPolicy>,
+    /// The limits of the current apply, for the connect timeout.
+    limits: Arc<ArcSwap<Limits>>,
+}
+
+impl Dialer {
+    pub fn new(policy: SocketPolicy, limits: Arc<ArcSwap<Limits>>) -> Self {
+        Dialer {
+            policy: Arc::new(policy),
+            limits,
+        }
+    }
+
+    /// A socket of `addr`'s family with the policy's interface, mark and bind
+    /// address applied, before any connect or bind of ours.
+    fn socket(&self, ty: Type, protocol: Protocol, v6: bool) -> io::Result<Socket> {
+        let domain = if v6 { Domain::IPV6 } else { Domain::IPV4 };
+        let socket = Socket::new(domain, nonblocking(ty), Some(protocol))?;
+        if v6 && ty == Type::DGRAM {
+            socket.set_only_v6(true)?;
+        }
+        if let Some(interface) = &self.policy.interface {
+            socket.bind_device(Some(interface.as_bytes()))?;
+        }
+        if let Some(mark) = self.policy.mark {
+            socket.set_mark(mark)?;
+        }
+        #[cfg(not(target_os = "linux"))]
+        socket.set_nonblocking(true)?;
+        Ok(socket)
+    }
+
+    fn bind_ip(&self, v6: bool) -> Option<IpAddr> {
+        if v6 {
+            self.policy.bind_v6.map(IpAddr::V6)
+        } else {
+            self.policy.bind_v4.map(IpAddr::V4)
+        }
+    }
+
+    /// The bound on one connect attempt, from the current apply's limits.
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        self.limits.load().connect_timeout
+    }
+
+    /// One TCP connect, bounded by the connect timeout.
+    pub async fn connect(&self, addr: SocketAddr) -> io::Result<TcpStream> {
+        let v6 = addr.is_ipv6();
+        let socket = self.socket(Type::STREAM, Protocol::TCP, v6)?;
+        if let Some(idle) = self.policy.tcp_keepalive {
+            socket.set_tcp_keepalive(&TcpKeepalive::new().with_time(idle))?;
+        }
+        if let Some(ip) = self.bind_ip(v6) {
+            socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+        }
+        let limit = self.connect_timeout();
+        // A relay forwards what it reads at once; Nagle would only add delay.
+        socket.set_tcp_nodelay(true)?;
+        match tokio::time::timeout(limit, connect_now_or_later(socket, addr)).await {
+            Ok(result) => result,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connect to {addr} timed out"),
+            )),
+        }
+    }
+
+    /// Tries `addrs` in order, one at a time (not Happy Eyeballs: each
+    /// failure is kept so the cause is not lost).
+    pub async fn connect_any(&self, addrs: &[SocketAddr]) -> io::Result<TcpStream> {
+        let mut failures = Vec::new();
+        for &addr in addrs {
+            match self.connect(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => failures.push(format!("{addr}: {e}")),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("failed to connect to any address ({})", failures.join("; ")),
+        ))
+    }
+
+    /// A UDP socket of one family on an ephemeral port.
+    pub fn bind_udp(&self, v6: bool) -> io::Result<UdpSocket> {
+        let socket = self.socket(Type::DGRAM, Protocol::UDP, v6)?;
+        let ip = self.bind_ip(v6).unwrap_or(if v6 {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        });
+        socket.bind(&SockAddr::from(SocketAddr::new(ip, 0)))?;
+        UdpSocket::from_std(std::net::UdpSocket::from(socket))
+    }
+}
+
+/// Connects a non-blocking `socket` to `addr`. The kernel often finishes
+/// the handshake before connect(2) returns EINPROGRESS (always on
+/// loopback), so the peer is checked at once: a connected socket is
+/// returned without the round through the event loop that waiting for
+/// writability costs; otherwise it is awaited as tokio's own connect does.
+async fn connect_now_or_later(socket: Socket, addr: SocketAddr) -> io::Result<TcpStream> {
+    match socket.connect(&SockAddr::from(addr)) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INPROGRESS.raw_os_error()) => {}
+        Err(e) => return Err(e),
+    }
+    let stream = TcpStream::from_std(std::net::TcpStream::from(socket))?;
+    if stream.peer_addr().is_err() {
+        stream.writable().await?;
+        if let Some(e) = stream.take_error()? {
+            return Err(e);
+        }
+    }
+    Ok(stream)
+}
+
+/// `ty` created non-blocking: on Linux in the socket call itself
+/// (SOCK_NONBLOCK), which spares every dial the fcntl pair that
+/// `set_nonblocking` costs; elsewhere [`Dialer::socket`] sets it after.
+fn nonblocking(ty: Type) -> Type {
+    #[cfg(target_os = "linux")]
+    return ty.nonblocking();
+    #[cfg(not(target_os = "linux"))]
+    ty
+}

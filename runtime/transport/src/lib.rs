@@ -1,0 +1,27 @@
+//! etemenanki-transport: what the proxy protocols run over.
+//!
+//! - [`dial`] and [`resolve`]: sockets under the plan's socket policy, and
+//!   the resolvers of its DNS spec;
+//! - [`Connector`]: built once per apply from an upstream's transport spec,
+//!   it resolves the proxy server, connects, sets keepalive and layers TLS;
+//! - [`Acceptor`] and [`listen`]: the server side, the listening socket and
+//!   the TLS accept under its time limit;
+//! - [`Stream`]: the one stream type both sides hand the protocols, and
+//!   [`Prefixed`] for bytes read ahead of it.
+//!
+//! A crate of its own so that OpenSSL (and later WebSocket, gRPC and QUIC)
+//! does not recompile with every change to the runtime.
+
+mod acceptor;
+mod connector;
+pub mod dial;
+mod keepalive;
+mod prefixed;
+pub mod resolve;
+mod stream;
+pub mod tls;
+
+pub use acceptor::{listen, Acceptor};
+pub use connector::Connector;
+pub use prefixed::Prefixed;
+pub use stream::Stream;

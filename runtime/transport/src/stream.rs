@@ -1,0 +1,77 @@
+//! The stream a transport yields: what an inbound accepts and what a proxy
+//! client talks to its server over.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_openssl::SslStream;
+
+/// A closed enum, so the relay can see plain TCP (its splice fast path)
+/// and nothing is boxed but what is far larger than the rest.
+pub enum Stream {
+    Tcp(TcpStream),
+    /// Boxed: the TLS session is far larger than a socket.
+    Tls(Box<SslStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The kernel socket under every layer, for its addresses and options.
+    pub fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Tcp(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref(),
+        }
+    }
+
+    /// The socket itself when nothing is layered over it, so bytes may move
+    /// in the kernel.
+    pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        match self {
+            Stream::Tcp(tcp) => Some(tcp),
+            Stream::Tls(_) => None,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(tcp) => Pin::new(tcp).poll_flush(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

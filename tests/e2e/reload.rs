@@ -1,0 +1,335 @@
+//! Reloads: the plan file replaced (or SIGHUP), planned with the planner
+//! `etc plan` uses, and applied atomically.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+
+use etemenanki_ir::spec::{AddressFamily, DrainPolicy, OutboundProtocol, OutboundSpec, Spec};
+
+use crate::plan::*;
+use crate::runtime::{run_plan_bytes, Runtime};
+use crate::support::binaries::ours;
+use crate::support::client::{exchange, socks5_connect, Association};
+use crate::support::servers::{http_origin, tcp_echo, udp_named};
+use crate::support::WAIT;
+
+/// One round trip on an open flow; empty when the flow was closed.
+fn echo_once(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {
+    if stream.write_all(payload).is_err() {
+        return Vec::new();
+    }
+    let mut got = vec![0u8; payload.len()];
+    match stream.read_exact(&mut got) {
+        Ok(()) => got,
+        Err(_) => Vec::new(),
+    }
+}
+
+fn direct(family: AddressFamily, drain: DrainPolicy) -> OutboundSpec {
+    OutboundSpec {
+        tag: "direct".into(),
+        protocol: OutboundProtocol::Freedom {
+            address_family: family,
+        },
+        drain,
+    }
+}
+
+#[test]
+fn a_route_change_reaches_the_next_udp_packet_but_not_an_established_tcp_flow() {
+    let echo = tcp_echo();
+    let peer = udp_named("peer");
+    let inbounds = vec![socks_inbound("in", true)];
+    let outbounds = vec![freedom("direct"), blackhole("block")];
+    let runtime = Runtime::start(&spec(inbounds.clone(), outbounds.clone(), vec![], "direct"));
+    let mut tcp = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut tcp, b"before"), b"before");
+    let association = Association::any(runtime.addr("in"));
+    assert_eq!(
+        association.ask(peer, b"1"),
+        Some((peer, b"peer:1".to_vec()))
+    );
+
+    let applied = runtime.reload(&spec(inbounds, outbounds, vec![], "block"));
+    assert!(applied.contains("reload: applied epoch 1"), "{applied}");
+    assert_eq!(
+        association.ask(peer, b"2"),
+        None,
+        "the next packet routes on the new plane"
+    );
+    assert_eq!(
+        echo_once(&mut tcp, b"after"),
+        b"after",
+        "the established flow keeps its outbound"
+    );
+}
+
+#[test]
+fn a_changed_outbound_keeps_its_old_flows_unless_drained_with_close() {
+    let echo = tcp_echo();
+    let inbounds = vec![socks_inbound("in", false)];
+    let runtime = Runtime::start(&spec(
+        inbounds.clone(),
+        vec![direct(AddressFamily::Auto, DrainPolicy::Keep)],
+        vec![],
+        "direct",
+    ));
+    let mut on_v1 = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut on_v1, b"v1"), b"v1");
+
+    // v2 replaces v1, which is drained with keep: its flow runs on.
+    let applied = runtime.reload(&spec(
+        inbounds.clone(),
+        vec![direct(AddressFamily::PreferIpv4, DrainPolicy::Keep)],
+        vec![],
+        "direct",
+    ));
+    assert!(
+        applied.contains("- outbound direct  v1  replaced by v2 (drain: keep)"),
+        "{applied}"
+    );
+    assert_eq!(echo_once(&mut on_v1, b"v1 again"), b"v1 again");
+    let mut on_v2 = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut on_v2, b"v2"), b"v2");
+
+    // v3 replaces v2, which is drained with close: its flow is closed.
+    let applied = runtime.reload(&spec(
+        inbounds,
+        vec![direct(AddressFamily::PreferIpv6, DrainPolicy::Close)],
+        vec![],
+        "direct",
+    ));
+    assert!(
+        applied.contains("- outbound direct  v2  replaced by v3 (drain: close)"),
+        "{applied}"
+    );
+    runtime.wait_for_log("the outbound this flow was opened on was drained");
+    assert_eq!(echo_once(&mut on_v2, b"v2 again"), b"");
+    assert_eq!(echo_once(&mut on_v1, b"v1 still"), b"v1 still");
+    let mut on_v3 = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut on_v3, b"v3"), b"v3");
+}
+
+#[test]
+fn a_plan_that_fails_to_load_or_build_keeps_the_current_config() {
+    let echo = tcp_echo();
+    let inbounds = vec![socks_inbound("in", false)];
+    let runtime = Runtime::start(&spec(
+        inbounds.clone(),
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+
+    let failed = runtime.reload_bytes(b"not a plan at all");
+    assert!(
+        failed.contains("reload: build failed, keeping current config: cannot load plan"),
+        "{failed}"
+    );
+
+    // An inbound that cannot listen fails the prepare phase.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut busy = socks_inbound("busy", false);
+    busy.listen = taken.local_addr().unwrap();
+    let mut inbounds_with_busy = inbounds.clone();
+    inbounds_with_busy.push(busy);
+    let failed = runtime.reload(&spec(
+        inbounds_with_busy,
+        vec![freedom("direct"), blackhole("block")],
+        vec![],
+        "block",
+    ));
+    assert!(
+        failed.contains(
+            "reload: build failed, keeping current config: building inbound busy@v1 failed"
+        ),
+        "{failed}"
+    );
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(exchange(&mut stream, b"still direct"), b"still direct");
+}
+
+#[test]
+fn sighup_reloads_and_an_unchanged_inbound_keeps_its_connections() {
+    let echo = tcp_echo();
+    let inbounds = vec![socks_inbound("in", false)];
+    let runtime = Runtime::start(&spec(
+        inbounds.clone(),
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let mut open = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut open, b"one"), b"one");
+    runtime.signal("HUP");
+    runtime.wait_for_log("reload: SIGHUP");
+    runtime.wait_for_log("reload: applied epoch 1");
+    assert!(runtime.log().contains("apply: = inbound in  v1  unchanged"));
+    assert_eq!(echo_once(&mut open, b"two"), b"two");
+}
+
+/// The step lines of `etc plan --verbose` output or of the runtime's
+/// `apply:` log lines, with runs of spaces collapsed.
+fn steps(lines: impl Iterator<Item = String>) -> Vec<String> {
+    lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+#[test]
+fn the_steps_the_runtime_logs_for_a_reload_are_the_steps_etc_plan_showed() {
+    let etc = ours("etc");
+    let inbounds = vec![socks_inbound("in", false)];
+    let first = spec(
+        inbounds.clone(),
+        vec![freedom("direct"), blackhole("block")],
+        vec![],
+        "direct",
+    );
+    let state =
+        std::env::temp_dir().join(format!("etemenanki-run-state-{}.bin", std::process::id()));
+    let runtime = Runtime::start_with(&first, &["--state", state.to_str().unwrap()]);
+
+    let mut next: Spec = spec(
+        inbounds,
+        vec![
+            direct(AddressFamily::Ipv4Only, DrainPolicy::Close),
+            freedom("other"),
+        ],
+        vec![],
+        "other",
+    );
+    next.limits.relay_idle_timeout = std::time::Duration::from_secs(60);
+    let next_plan = state.with_extension("next.bin");
+    std::fs::write(
+        &next_plan,
+        etemenanki_ir::encode::encode(&next, b"test", "test"),
+    )
+    .unwrap();
+    let preview = Command::new(&etc)
+        .arg("plan")
+        .arg("--verbose")
+        .arg("--from")
+        .arg(&state)
+        .arg(&next_plan)
+        .output()
+        .unwrap();
+    assert!(
+        preview.status.success(),
+        "{}",
+        String::from_utf8_lossy(&preview.stderr)
+    );
+    let preview = String::from_utf8(preview.stdout).unwrap();
+    let shown = steps(
+        preview
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.contains("route plane republished"))
+            .map(str::to_owned),
+    );
+
+    let applied = runtime.reload(&next);
+    let logged = steps(
+        applied
+            .lines()
+            .filter_map(|l| l.split_once("apply: "))
+            .map(|(_, step)| step.to_owned()),
+    );
+    assert!(!shown.is_empty());
+    assert_eq!(logged, shown, "preview:\n{preview}\nlog:\n{applied}");
+    let _ = std::fs::remove_file(&state);
+    let _ = std::fs::remove_file(&next_plan);
+}
+
+#[test]
+fn a_limits_change_reaches_a_reused_inbound() {
+    let echo = tcp_echo();
+    let before = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    let runtime = Runtime::start(&before);
+    let mut held = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut held, b"held"), b"held");
+
+    let mut after = before.clone();
+    after.limits.max_connections = 1;
+    let applied = runtime.reload(&after);
+    assert!(
+        applied.contains("apply: = inbound in  v1  unchanged"),
+        "{applied}"
+    );
+    // The held connection takes the only slot: the next one is dropped.
+    let mut refused = TcpStream::connect(runtime.addr("in")).unwrap();
+    refused.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 1];
+    assert!(matches!(refused.read(&mut buf), Ok(0) | Err(_)));
+    runtime.wait_for_log("dropping inbound connection; live connection limit reached");
+    assert_eq!(echo_once(&mut held, b"still"), b"still");
+}
+
+#[test]
+fn a_changed_inbound_takes_over_its_address_and_ends_the_old_connections() {
+    let echo = tcp_echo();
+    let web = http_origin(b"through the new inbound");
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let address = runtime.addr("in");
+    let mut old = socks5_connect(address, echo, None).unwrap();
+    assert_eq!(echo_once(&mut old, b"old"), b"old");
+
+    let applied = runtime.reload(&spec(
+        vec![http_inbound("in")],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    assert!(
+        applied.contains("apply: ~ inbound in  v1 -> v2"),
+        "{applied}"
+    );
+    assert_eq!(echo_once(&mut old, b"gone"), b"");
+    let url = format!("http://127.0.0.1:{}/", web.port());
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--proxy",
+            &format!("http://{address}"),
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "through the new inbound"
+    );
+}
+
+#[test]
+fn a_second_runtime_on_a_taken_address_is_refused() {
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    let first = Runtime::start(&spec);
+    let taken = first.addr("in");
+    spec.inbounds[0].listen = taken;
+    let (status, stderr) = run_plan_bytes(&etemenanki_ir::encode::encode(&spec, b"", "t"));
+    assert!(!status.success());
+    assert!(
+        stderr.contains(&format!(
+            "building inbound in@v1 failed: cannot listen on {taken}"
+        )),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,343 @@
+//! The runtime end to end: loading a plan, the SOCKS and HTTP inbounds with
+//! real clients (curl among them), blackhole, the handshake watchdog and
+//! shutdown.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use etemenanki_ir::spec::{Account, BalancerSpec, InboundProtocol, Secret, Strategy};
+
+use crate::plan::*;
+use crate::runtime::{run_plan_bytes, Runtime};
+use crate::support::client::{exchange, socks5_connect, socks5_connect_from};
+use crate::support::servers::{free_addr, http_origin, tcp_echo};
+use crate::support::WAIT;
+
+#[test]
+fn a_corrupt_truncated_or_foreign_plan_is_refused_with_one_line() {
+    let good = etemenanki_ir::encode::encode(
+        &spec(vec![], vec![freedom("direct")], vec![], "direct"),
+        b"",
+        "t",
+    );
+    let mut other_version = good.clone();
+    other_version[8] = 9;
+    let mut corrupt = good.clone();
+    *corrupt.last_mut().unwrap() ^= 0x5a;
+    let cases: [(&[u8], &str); 4] = [
+        (&good[..20], "truncated plan"),
+        (&other_version, "plan format version 9 is not supported"),
+        (&corrupt, "corrupt plan"),
+        (b"[inbound]\nfoo = 1\n", "not a plan file"),
+    ];
+    for (bytes, expected) in cases {
+        let (status, stderr) = run_plan_bytes(bytes);
+        assert!(!status.success(), "{expected}: exited with success");
+        assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+        assert!(stderr.contains(expected), "{expected} not in {stderr}");
+    }
+}
+
+#[test]
+fn socks5_relays_both_ways_with_half_close() {
+    let echo = tcp_echo();
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    // The client half-closes after sending; the echo's bytes and its EOF
+    // still come back through the proxy.
+    assert!(exchange(&mut stream, &payload) == payload);
+    drop(runtime);
+}
+
+#[test]
+fn socks4_and_socks4a_connect() {
+    let echo = tcp_echo();
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let ip = match echo.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets(),
+        _ => unreachable!(),
+    };
+    let mut socks4 = vec![4, 1];
+    socks4.extend_from_slice(&echo.port().to_be_bytes());
+    socks4.extend_from_slice(&ip);
+    socks4.push(0);
+    let mut socks4a = vec![4, 1];
+    socks4a.extend_from_slice(&echo.port().to_be_bytes());
+    socks4a.extend_from_slice(&[0, 0, 0, 1, b'u', 0]);
+    socks4a.extend_from_slice(b"localhost\0");
+    for request in [socks4, socks4a] {
+        let mut stream = TcpStream::connect(runtime.addr("in")).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        stream.write_all(&request).unwrap();
+        let mut reply = [0u8; 8];
+        stream.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 0x5a, "request {request:?} was not granted");
+        assert_eq!(exchange(&mut stream, b"four"), b"four");
+    }
+}
+
+#[test]
+fn curl_reaches_a_web_server_through_socks5h_http_connect_and_absolute_form() {
+    let web = http_origin(b"hello from the web server");
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("socks", false), http_inbound("http")],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let (socks, http) = (runtime.addr("socks"), runtime.addr("http"));
+    let url = format!("http://localhost:{}/page", web.port());
+    let cases = [
+        vec!["--proxy".to_owned(), format!("socks5h://{socks}")],
+        vec!["--proxy".to_owned(), format!("socks4a://{socks}")],
+        vec!["--proxy".to_owned(), format!("http://{http}")],
+        vec![
+            "--proxytunnel".to_owned(),
+            "--proxy".to_owned(),
+            format!("http://{http}"),
+        ],
+    ];
+    for proxy in cases {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10"])
+            .args(&proxy)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "curl {proxy:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "hello from the web server",
+            "curl {proxy:?}"
+        );
+    }
+}
+
+#[test]
+fn accounts_are_required_when_the_inbound_has_them() {
+    let web = http_origin(b"secret page");
+    let accounts = vec![Account {
+        user: "alice".into(),
+        pass: Secret("wonder".into()),
+    }];
+    let mut socks_in = socks_inbound("socks", false);
+    socks_in.protocol = InboundProtocol::Socks {
+        accounts: accounts.clone(),
+        udp: false,
+        tls: None,
+    };
+    let mut http_in = http_inbound("http");
+    http_in.protocol = InboundProtocol::Http {
+        accounts,
+        tls: None,
+    };
+    let runtime = Runtime::start(&spec(
+        vec![socks_in, http_in],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let (socks, http) = (runtime.addr("socks"), runtime.addr("http"));
+    let url = format!("http://127.0.0.1:{}/", web.port());
+    let curl = |proxy: String| {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--proxy", &proxy, &url])
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    assert_eq!(
+        curl(format!("socks5://alice:wonder@{socks}")),
+        (true, "secret page".into())
+    );
+    assert_eq!(
+        curl(format!("http://alice:wonder@{http}")),
+        (true, "secret page".into())
+    );
+    assert!(!curl(format!("socks5://alice:wrong@{socks}")).0);
+    let (_, body) = curl(format!("http://{http}"));
+    assert_ne!(body, "secret page");
+}
+
+#[test]
+fn blackhole_accepts_and_ends_the_flow_at_once() {
+    let echo = tcp_echo();
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
+        vec![blackhole("block")],
+        vec![],
+        "block",
+    ));
+    let mut stream = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(exchange(&mut stream, b"into the void"), b"");
+}
+
+#[test]
+fn an_unreachable_destination_gets_a_refusal_reply() {
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let closed = free_addr();
+    let err = socks5_connect(runtime.addr("in"), closed, None).unwrap_err();
+    assert_eq!(err.to_string(), "socks reply 5");
+}
+
+#[test]
+fn a_silent_client_is_dropped_at_the_handshake_deadline() {
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.limits.handshake_timeout = Duration::from_secs(1);
+    let runtime = Runtime::start(&spec);
+    let mut silent = TcpStream::connect(runtime.addr("in")).unwrap();
+    silent.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 1];
+    // The proxy closes the connection: EOF, not the read timeout.
+    assert_eq!(silent.read(&mut buf).unwrap(), 0);
+    runtime.wait_for_log("inbound handshake timed out after 1s");
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let runtime = Runtime::start(&spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    ));
+    let listening = runtime.addr("in");
+    let status = runtime.terminate();
+    assert!(status.success(), "exit status {status}");
+    let start = Instant::now();
+    // The port is free again once the process is gone.
+    while TcpStream::connect(listening).is_ok() && start.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(TcpStream::connect(listening).is_err());
+}
+
+#[test]
+fn a_member_with_no_upstream_is_refused() {
+    let mut spec = spec(vec![], vec![freedom("direct")], vec![], "pool");
+    spec.balancers.push(BalancerSpec {
+        tag: "pool".into(),
+        members: vec!["direct".into()],
+        strategy: Strategy::Failover,
+        probe_interval: Duration::from_secs(30),
+        probe_timeout: Duration::from_secs(5),
+    });
+    let (status, stderr) = run_plan_bytes(&etemenanki_ir::encode::encode(&spec, b"", "t"));
+    assert!(!status.success());
+    assert_eq!(
+        stderr.trim(),
+        "etemenanki-run: building balancer pool@v1 failed: outbound direct has no upstream a TCP health probe can reach"
+    );
+}
+
+#[test]
+fn a_full_inbound_drops_the_socket_before_reading() {
+    let echo = tcp_echo();
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.limits.max_connections = 1;
+    let runtime = Runtime::start(&spec);
+    let mut first = socks5_connect(runtime.addr("in"), echo, None).unwrap();
+    assert_eq!(first.write(b"x").unwrap(), 1);
+    let mut second = TcpStream::connect(runtime.addr("in")).unwrap();
+    second.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 1];
+    // Dropped without a byte read or written: EOF (or a reset), never a reply.
+    assert!(matches!(second.read(&mut buf), Ok(0) | Err(_)));
+    runtime.wait_for_log("dropping inbound connection; live connection limit reached");
+    // The live connection is untouched, and its slot frees when it ends.
+    assert_eq!(exchange(&mut first, b""), b"x");
+    let start = Instant::now();
+    let mut third = loop {
+        match socks5_connect(runtime.addr("in"), echo, None) {
+            Ok(stream) => break stream,
+            Err(_) if start.elapsed() < WAIT => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("the slot was never freed: {e}"),
+        }
+    };
+    assert_eq!(exchange(&mut third, b"again"), b"again");
+}
+
+#[test]
+fn one_silent_source_cannot_keep_an_inbound_closed_to_everyone_else() {
+    let echo = tcp_echo();
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    // Without a per-source bound, eight silent connections from one
+    // address would hold every handshake slot until the watchdog fires.
+    spec.limits.max_handshakes = 8;
+    spec.limits.max_handshakes_per_source = 4;
+    let runtime = Runtime::start(&spec);
+    let silent: Vec<TcpStream> = (0..8)
+        .map(|_| TcpStream::connect(runtime.addr("in")).unwrap())
+        .collect();
+    runtime.wait_for_log("dropping inbound connection; handshake limit of this source reached");
+    let mut other = socks5_connect_from([127, 0, 0, 2].into(), runtime.addr("in"), echo, None)
+        .expect("another source is admitted");
+    assert_eq!(exchange(&mut other, b"still open"), b"still open");
+    drop(silent);
+}
+
+#[test]
+fn outbound_sockets_are_opened_under_the_socket_policy() {
+    // A server that answers with the address it sees the client at.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let peer = stream.peer_addr().unwrap().ip().to_string();
+            let _ = stream.write_all(peer.as_bytes());
+        }
+    });
+    let mut spec = spec(
+        vec![socks_inbound("in", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.socket.bind_v4 = Some("127.0.0.3".parse().unwrap());
+    let runtime = Runtime::start(&spec);
+    let mut stream = socks5_connect(runtime.addr("in"), server, None).unwrap();
+    let mut seen = String::new();
+    stream.read_to_string(&mut seen).unwrap();
+    assert_eq!(seen, "127.0.0.3");
+}
