@@ -138,7 +138,7 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
             .with_label("no outbound or balancer has this tag");
             diag.help = Some(match suggest(tag.get_ref(), targets.iter().copied()) {
                 Some(near) => format!("did you mean `{near}`?"),
-                None => format!("known tags: {}", targets.join(", ")),
+                None => format!("known tags: {}", listing(&targets)),
             });
             diags.push(diag);
         }
@@ -153,10 +153,36 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
                 );
                 diag.help = Some(match suggest(tag.get_ref(), inbounds.iter().copied()) {
                     Some(near) => format!("did you mean `{near}`?"),
-                    None => format!("known inbound tags: {}", inbounds.join(", ")),
+                    None => format!("known inbound tags: {}", listing(&inbounds)),
                 });
                 diags.push(diag);
             }
         }
+    }
+}
+
+/// The tags a help lists: the first few, so that a configuration of
+/// thousands of outbounds gets a help of one line for each unknown tag.
+fn listing(tags: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    match tags.len().checked_sub(SHOWN) {
+        Some(more) if more > 0 => format!("{}, and {more} more", tags[..SHOWN].join(", ")),
+        _ => tags.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listing;
+
+    #[test]
+    fn a_help_lists_at_most_ten_tags() {
+        assert_eq!(listing(&["a", "b"]), "a, b");
+        let many: Vec<String> = (0..16_000).map(|n| format!("o{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            listing(&many),
+            "o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, and 15990 more"
+        );
     }
 }
