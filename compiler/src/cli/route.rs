@@ -50,7 +50,7 @@ pub fn run(args: Args) -> ExitCode {
     let (host, port) = match parse_destination(&args.destination) {
         Ok(destination) => destination,
         Err(why) => {
-            eprintln!("error: {why}");
+            errln!("error: {why}");
             return ExitCode::from(USAGE);
         }
     };
@@ -107,7 +107,7 @@ pub fn run(args: Args) -> ExitCode {
         };
         format!("{name} resolved to {}{outcome}", addresses.join(", "))
     };
-    println!("domain strategy {strategy}: {note}");
+    outln!("domain strategy {strategy}: {note}");
     ExitCode::SUCCESS
 }
 
@@ -120,7 +120,7 @@ fn print_decision(
     by: Option<IpAddr>,
 ) {
     let Some(index) = decision.rule else {
-        println!("default -> {}: no rule matches", decision.target);
+        outln!("default -> {}: no rule matches", decision.target);
         return;
     };
     let rule = &table.rules()[index];
@@ -135,7 +135,7 @@ fn print_decision(
         }
         None => rule.explain(flow).unwrap_or_default(),
     };
-    println!(
+    outln!(
         "rule {} (line {}) -> {}: {why}",
         index + 1,
         rule.line,
