@@ -97,11 +97,16 @@ pub fn route_datagram<'p>(plane: &'p Plane, input: &RouteInput<'_>) -> Result<Ro
 /// addresses of is resolved, refused if one of them is our own inbound, and
 /// routed again by them. A name that fails to resolve keeps the decision of
 /// its name: the dial will fail on it the same way.
+///
+/// Returns the outbound and the addresses the name was routed by, when it
+/// was resolved: a direct dial goes to exactly those, so a name whose
+/// answer changes between two lookups (DNS rebinding) cannot reach an
+/// address the rules refused.
 pub async fn route_stream(
     plane: &ArcSwap<Plane>,
     inbound_tag: &str,
     flow: &Flow,
-) -> io::Result<Arc<Outbound>> {
+) -> io::Result<(Arc<Outbound>, Option<Vec<IpAddr>>)> {
     let plane = plane.load_full();
     let own = plane.own_inbounds();
     let input = RouteInput {
@@ -120,6 +125,7 @@ pub async fn route_stream(
     let table = plane.table();
     let mut decision = table.route(&key);
     let mut resolved = None;
+    let mut routed_by = None;
     if let (true, Some(resolver), Host::Domain(host)) = (
         table.wants_addresses(&key, &decision),
         plane.resolver(),
@@ -131,6 +137,7 @@ pub async fn route_stream(
                     own.check_local(SocketAddr::new(*ip, key.port))?;
                 }
                 (decision, resolved) = table.route_resolved(&key, decision, &addresses);
+                routed_by = Some(addresses);
             }
             Err(e) => tracing::debug!(
                 "route: resolving {host} for the domain strategy failed ({e}); routed by its name"
@@ -152,7 +159,7 @@ pub async fn route_stream(
         ),
         resolved.map_or_else(String::new, |ip| format!(" (resolved {ip})")),
     );
-    Ok(outbound)
+    Ok((outbound, routed_by))
 }
 
 fn lowercase(name: &str) -> Cow<'_, str> {
@@ -211,7 +218,7 @@ mod tests {
         };
         route_stream(plane, "in", &flow)
             .await
-            .map(|o| o.id.to_string())
+            .map(|(o, _)| o.id.to_string())
     }
 
     fn domain(name: &str, port: u16) -> Address {

@@ -11,6 +11,7 @@ mod socks_udp;
 mod stream;
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
@@ -100,10 +101,17 @@ impl Outbound {
         self.probe.as_ref()
     }
 
-    pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
+    /// Opens a TCP flow to `destination`. `resolved` holds the addresses
+    /// routing resolved a name to, if it did: a direct dial goes to those
+    /// and looks nothing up again; a proxy sends the name as it was.
+    pub async fn connect_stream(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+    ) -> io::Result<OutboundStream> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .connect(destination)
+                .connect(destination, resolved)
                 .await
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
