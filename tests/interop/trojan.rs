@@ -4,7 +4,7 @@
 //! wrong password; Trojan UDP through sing-box's trojan inbound and through
 //! trojan-gfw. Certificates are made at test time (support/certs.rs).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,10 +12,10 @@ use std::process::Command;
 use crate::support::binaries::peer;
 use crate::support::certs::{Pair, Pki};
 use crate::support::client::{check_echo, pattern, socks5_connect, Association};
-use crate::support::etemenanki::Config;
+use crate::support::etemenanki::{start_ours, Config};
 use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, free_port, tcp_echo, udp_echo, udp_named};
-use crate::support::{BULK, WAIT};
+use crate::support::BULK;
 
 const PASSWORD: &str = "trojan-interop-secret";
 
@@ -85,19 +85,55 @@ fn trusting(pki: &Pki) -> String {
     )
 }
 
-/// Our runtime: a plain SOCKS inbound in front of a trojan outbound to
-/// `server` with `password`, `tls` the body of its `[outbound.stream.tls]`.
-fn ours(dir: &Path, server: SocketAddr, password: &str, tls: &str) -> (Process, SocketAddr) {
-    let listen = free_addr();
-    let tables = format!(
+/// The tables of a trojan outbound with `password`, `tls` the body of its
+/// `[outbound.stream.tls]`.
+fn tables(password: &str, tls: &str) -> String {
+    format!(
         "[outbound.stream]\nnetwork = \"tls\"\n[outbound.stream.tls]\n{tls}\n\
          [outbound.settings]\npassword = \"{password}\"\n"
-    );
+    )
+}
+
+/// Our runtime: a plain SOCKS inbound in front of a trojan outbound to
+/// `server`.
+fn ours(dir: &Path, server: SocketAddr, password: &str, tls: &str) -> (Process, SocketAddr) {
+    let listen = free_addr();
     let process = Config::default()
         .socks_in(listen, None)
-        .proxy_out("trojan", server, &tables)
+        .proxy_out("trojan", server, &tables(password, tls))
         .start(dir);
     (process, listen)
+}
+
+/// Our runtime with two trojan outbounds: flows to port `bad_port` go to
+/// `bad` (a server and the tables to reach it with), every other flow to
+/// `good`. Returns the process and its SOCKS inbound.
+fn ours_split(
+    dir: &Path,
+    good: (SocketAddr, &str),
+    bad: (SocketAddr, &str),
+    bad_port: u16,
+) -> (Process, SocketAddr) {
+    let listen = free_addr();
+    let mut config = format!(
+        "[[inbound]]\ntag = \"socks-in\"\nprotocol = \"socks\"\nlisten = \"{}\"\nport = {}\n\n",
+        listen.ip(),
+        listen.port()
+    );
+    for (tag, (server, tables)) in [("good", good), ("bad", bad)] {
+        config.push_str(&format!(
+            "[[outbound]]\ntag = \"{tag}\"\nprotocol = \"trojan\"\nserver = \"{}\"\nport = {}\n{tables}\n",
+            server.ip(),
+            server.port()
+        ));
+    }
+    config.push_str(&format!(
+        "[route]\ndefault = \"good\"\n\n[[route.rule]]\noutbound = \"bad\"\nport = [{bad_port}]\n"
+    ));
+    (
+        start_ours(dir, "etemenanki.toml", &config, &[listen]),
+        listen,
+    )
 }
 
 /// A short message and the bulk pattern (4 MiB each way), checked byte for
@@ -136,18 +172,6 @@ fn fails_cleanly(connected: io::Result<TcpStream>, what: &str) {
             "{what}: the stream hung until the read timeout"
         ),
     }
-}
-
-/// The runtime still answers SOCKS after a failed flow.
-fn still_serving(socks: SocketAddr) {
-    let mut stream = TcpStream::connect(socks).expect("the runtime still listens");
-    stream.set_read_timeout(Some(WAIT)).expect("a read timeout");
-    stream.write_all(&[5, 1, 0]).expect("a greeting");
-    let mut choice = [0u8; 2];
-    stream
-        .read_exact(&mut choice)
-        .expect("the runtime answers the greeting");
-    assert_eq!(choice, [5, 0]);
 }
 
 /// One association, two peers: each packet names its own destination, and
@@ -223,6 +247,8 @@ fn trojan_outbound_refuses_untrusted_and_misnamed_certificates_and_keeps_serving
     };
     let dir = scratch_dir(test);
     let pki = Pki::make(&openssl, &dir);
+    let good = free_addr();
+    let _good = trojan_server(&trojan, &dir, good, &pki.server, free_addr());
     let cases = [
         (
             &pki.untrusted,
@@ -234,12 +260,26 @@ fn trojan_outbound_refuses_untrusted_and_misnamed_certificates_and_keeps_serving
         ),
     ];
     for (pair, logged) in cases {
-        let server = free_addr();
-        let _trojan = trojan_server(&trojan, &dir, server, pair, free_addr());
-        let (ours, socks) = ours(&dir, server, PASSWORD, &trusting(&pki));
-        refused(socks5_connect(socks, tcp_echo(), None), logged);
+        let bad = free_addr();
+        let bad_dir = dir.join(bad.port().to_string());
+        std::fs::create_dir_all(&bad_dir).expect("a directory for the bad server");
+        let _bad = trojan_server(&trojan, &bad_dir, bad, pair, free_addr());
+        // Flows to one echo server go to the bad server, the rest to the
+        // good one.
+        let (refused_echo, served_echo) = (tcp_echo(), tcp_echo());
+        let trusted = tables(PASSWORD, &trusting(&pki));
+        let (ours, listen) = ours_split(
+            &bad_dir,
+            (good, &trusted),
+            (bad, &trusted),
+            refused_echo.port(),
+        );
+        refused(socks5_connect(listen, refused_echo, None), logged);
         ours.wait_for_log(logged);
-        still_serving(socks);
+        check_echo(
+            socks5_connect(listen, served_echo, None).unwrap(),
+            b"served after a refusal",
+        );
     }
 }
 
@@ -256,13 +296,25 @@ fn trojan_outbound_with_a_wrong_password_fails_the_flow_cleanly() {
     // here a port nothing listens on, so it closes the connection.
     let closed = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let trojan = trojan_server(&trojan, &dir, server, &pki.server, closed);
-    let (_ours, socks) = ours(&dir, server, "not-the-password", &trusting(&pki));
+    let (refused_echo, served_echo) = (tcp_echo(), tcp_echo());
+    let (_ours, socks) = ours_split(
+        &dir,
+        (server, &tables(PASSWORD, &trusting(&pki))),
+        (server, &tables("not-the-password", &trusting(&pki))),
+        refused_echo.port(),
+    );
 
     for _ in 0..2 {
-        fails_cleanly(socks5_connect(socks, tcp_echo(), None), "a wrong password");
+        fails_cleanly(
+            socks5_connect(socks, refused_echo, None),
+            "a wrong password",
+        );
+        check_echo(
+            socks5_connect(socks, served_echo, None).unwrap(),
+            b"served beside a wrong password",
+        );
     }
     trojan.wait_for_log("possibly incorrect password");
-    still_serving(socks);
 }
 
 #[test]
