@@ -12,4 +12,5 @@ mod microsocks;
 mod support;
 mod tinyproxy;
 mod tls;
+mod trojan;
 mod v2ray;

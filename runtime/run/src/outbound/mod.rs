@@ -9,6 +9,8 @@ mod link;
 mod socks;
 mod socks_udp;
 mod stream;
+mod stream_datagrams;
+mod trojan;
 
 use std::io;
 use std::net::IpAddr;
@@ -27,6 +29,7 @@ use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
 pub use stream::OutboundStream;
+use trojan::Trojan;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -39,6 +42,7 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    Trojan(Trojan),
     Blackhole,
 }
 
@@ -67,6 +71,10 @@ impl Outbound {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),
                 }
+            }
+            OutboundProtocol::Trojan { upstream, password } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Trojan(Trojan::new(connector, password.expose()))
             }
             other => {
                 return Err(io::Error::new(
@@ -116,6 +124,7 @@ impl Outbound {
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Trojan(trojan) => trojan.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -138,6 +147,10 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
+            Kind::Trojan(trojan) => trojan
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Trojan(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
