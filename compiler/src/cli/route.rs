@@ -82,11 +82,6 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         "names are not resolved for routing, so --resolved is ignored".to_owned()
-    } else if flow.network == Network::Udp {
-        print_decision(table, &flow, decision, None);
-        "a UDP packet addressed by name is routed by its name: the runtime does not resolve \
-         per packet"
-            .to_owned()
     } else if !table.wants_addresses(&flow, &decision) {
         print_decision(table, &flow, decision, None);
         not_resolved_because(table, decision).to_owned()

@@ -11,6 +11,7 @@ mod drain;
 mod fanout;
 mod framed;
 mod id;
+mod names;
 mod inbound;
 mod outbound;
 mod own_inbounds;
