@@ -20,9 +20,9 @@ use tokio::io::ReadBuf;
 
 use crate::drain::{Guard, DRAINED};
 use crate::id::OutboundId;
+use crate::names::Names;
 use crate::outbound::{DatagramFuture, DatagramLink, Outbound, OutboundDatagram};
 use crate::plane::Plane;
-use crate::names::Names;
 use crate::route::{route_datagram, RouteInput, Unrouted};
 
 struct Sub {
@@ -554,7 +554,12 @@ mod tests {
             None,
             64,
         );
-        send(&mut fanout, b"to localhost", &Address::Domain("localhost".into(), port)).await;
+        send(
+            &mut fanout,
+            b"to localhost",
+            &Address::Domain("localhost".into(), port),
+        )
+        .await;
         assert!(open(&fanout).is_empty(), "held for its lookup");
         // Receiving drives the lookup; the packet then goes to the block.
         let mut buf = [0u8; 64];
@@ -566,10 +571,16 @@ mod tests {
         assert!(driven.is_err(), "nothing answers from a blackhole");
         assert_eq!(open(&fanout), ["block@v1"]);
         // The answer is kept: the next packet to the name routes at once.
-        send(&mut fanout, b"again", &Address::Domain("localhost".into(), port)).await;
+        send(
+            &mut fanout,
+            b"again",
+            &Address::Domain("localhost".into(), port),
+        )
+        .await;
         assert_eq!(open(&fanout), ["block@v1"]);
         let mut probe = [0u8; 16];
-        let nothing = tokio::time::timeout(Duration::from_millis(200), echo.recv_from(&mut probe)).await;
+        let nothing =
+            tokio::time::timeout(Duration::from_millis(200), echo.recv_from(&mut probe)).await;
         assert!(nothing.is_err(), "the loopback echo never heard a packet");
     }
 }

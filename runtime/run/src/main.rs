@@ -11,8 +11,8 @@ mod drain;
 mod fanout;
 mod framed;
 mod id;
-mod names;
 mod inbound;
+mod names;
 mod outbound;
 mod own_inbounds;
 mod plan_file;
@@ -194,7 +194,9 @@ impl FileStamp {
 mod tests {
     use super::*;
     use etemenanki_ir::route::RouteTable;
-    use etemenanki_ir::spec::{DnsSpec, Limits, OutboundProtocol, OutboundSpec, SocketPolicy, Spec};
+    use etemenanki_ir::spec::{
+        DnsSpec, Limits, OutboundProtocol, OutboundSpec, SocketPolicy, Spec,
+    };
 
     fn dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("run-main-{}-{name}", std::process::id()));
@@ -224,7 +226,10 @@ mod tests {
         write_state(Some(&path), &state);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(DeployedState::decode(&std::fs::read(&path).unwrap()), Ok(state));
+        assert_eq!(
+            DeployedState::decode(&std::fs::read(&path).unwrap()),
+            Ok(state)
+        );
     }
 
     #[test]

@@ -18,7 +18,6 @@ use crate::outbound::Outbound;
 use crate::own_inbounds::OwnInbounds;
 use crate::resolve::Resolver;
 
-
 #[derive(Clone)]
 pub enum Target {
     Outbound(Arc<Outbound>),

@@ -41,10 +41,7 @@ pub struct RouteInput<'a> {
 /// The chosen target tag and the index of the rule that chose it (`None`
 /// for the default), by the table alone: the tests' view of a lookup.
 #[cfg(test)]
-pub fn pick<'t>(
-    table: &'t RouteTable,
-    input: &RouteInput<'_>,
-) -> (&'t str, Option<usize>) {
+pub fn pick<'t>(table: &'t RouteTable, input: &RouteInput<'_>) -> (&'t str, Option<usize>) {
     let name = input.destination.domain().map(lowercase);
     let sniffed = input.sniffed.map(lowercase);
     let decision = table.route(&flow_key(input, name.as_deref(), sniffed.as_deref()));
