@@ -82,7 +82,7 @@ fn unrouted(checked: &Checked, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// UDP that can reach an http or shadowsocks outbound is dropped there.
+/// UDP that can reach an http outbound is dropped there.
 fn udp_to_tcp_only(checked: &Checked, diags: &mut Vec<Diagnostic>) {
     let Checked { config, spec, .. } = checked;
     let udp_in = spec.inbounds.iter().any(|i| match &i.protocol {

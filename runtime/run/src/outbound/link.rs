@@ -10,6 +10,7 @@ use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 
 use super::freedom::ResolvingUdp;
+use super::shadowsocks_udp::SsUdp;
 use super::socks_udp::SocksUdp;
 use super::trojan::TrojanUdp;
 
@@ -41,6 +42,7 @@ pub enum OutboundDatagram {
     Freedom(Box<ResolvingUdp>),
     Socks(Box<SocksUdp>),
     Trojan(Box<TrojanUdp>),
+    Shadowsocks(Box<SsUdp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -61,6 +63,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Freedom(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Trojan(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -74,6 +77,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Freedom(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Trojan(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

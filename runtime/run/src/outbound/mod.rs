@@ -6,6 +6,8 @@ mod freedom;
 mod handshake;
 mod http;
 mod link;
+mod shadowsocks;
+mod shadowsocks_udp;
 mod socks;
 mod socks_udp;
 mod stream;
@@ -27,6 +29,7 @@ use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
+use shadowsocks::Shadowsocks;
 use socks::Socks;
 pub use stream::OutboundStream;
 use trojan::Trojan;
@@ -43,6 +46,8 @@ enum Kind {
     Socks(Socks),
     Http(Http),
     Trojan(Trojan),
+    /// Boxed: it holds a resolver beside its connector.
+    Shadowsocks(Box<Shadowsocks>),
     Blackhole,
 }
 
@@ -76,6 +81,17 @@ impl Outbound {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
                 Kind::Trojan(Trojan::new(connector, password.expose()))
             }
+            OutboundProtocol::Shadowsocks {
+                upstream,
+                method,
+                password,
+            } => Kind::Shadowsocks(Box::new(Shadowsocks::new(
+                Connector::build(upstream, dialer.clone(), dns.servers.clone())?,
+                upstream,
+                *method,
+                password.expose(),
+                dns.servers.clone(),
+            ))),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -125,6 +141,7 @@ impl Outbound {
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
             Kind::Trojan(trojan) => trojan.connect(destination).await,
+            Kind::Shadowsocks(ss) => ss.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -151,6 +168,10 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Trojan(Box::new(udp))),
+            Kind::Shadowsocks(ss) => ss
+                .open_udp()
+                .await
+                .map(|udp| OutboundDatagram::Shadowsocks(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
