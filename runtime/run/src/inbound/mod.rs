@@ -125,8 +125,10 @@ impl Inbound {
 
     /// A handle on the listening socket, for the inbound that replaces this
     /// one on `addr`; `None` when this one listens elsewhere.
+    /// `addr` with port 0 asks for any port, which a new socket gives: it
+    /// never takes over another inbound's.
     pub fn handoff(&self, addr: SocketAddr) -> Option<io::Result<Socket>> {
-        (self.listen == addr).then(|| self.socket.try_clone())
+        (addr.port() != 0 && self.listen == addr).then(|| self.socket.try_clone())
     }
 
     /// The address the listening socket is bound to: for port 0, the port
