@@ -1,7 +1,7 @@
 //! Shadowsocks AEAD: our shadowsocks outbound through shadowsocks-libev's
 //! `ss-server` for each method, TCP and UDP, and through shadowsocks-rust's
-//! `ssserver`, TCP and UDP; a wrong password fails its flow and the runtime
-//! serves the next one.
+//! `ssserver`, TCP and UDP; against each, a wrong password gets its flow no
+//! byte back and the runtime serves the next one.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -173,21 +173,20 @@ fn shadowsocks_outbound_relays_udp_through_ssserver() {
 
 /// Flows to 127.0.0.2 take an outbound with the wrong password, the rest
 /// the right one. A Shadowsocks server answers nothing to a client it
-/// cannot authenticate, and ss-server holds such a connection open until
-/// the client leaves (so a prober learns nothing), so the flow can only
-/// end without a byte of the echo: closed, refused, or silent for the
-/// bounded wait. The runtime carries the next flow as before.
-#[test]
-fn a_wrong_password_gets_no_byte_back_and_the_runtime_serves_the_next_flow() {
-    let test = "a_wrong_password_gets_no_byte_back_and_the_runtime_serves_the_next_flow";
-    let Some(binary) = peer(test, "ss-server") else {
+/// cannot authenticate, and both ss-server and ssserver hold such a
+/// connection open until the client leaves (so a prober learns nothing), so
+/// the flow can only end without a byte of the echo: closed, refused, or
+/// silent for the bounded wait. The runtime carries the next flow as
+/// before, and the server logs `refusal`.
+fn wrong_password(test: &str, server: Server, refusal: &str) {
+    let Some(binary) = peer(test, server.binary()) else {
         return;
     };
     let method = "aes-256-gcm";
     let dir = scratch_dir(test);
     let echo = tcp_echo();
     let listen = free_addr();
-    let server = start(Server::Libev, &binary, &dir, listen, method);
+    let server = start(server, &binary, &dir, listen, method);
     let ours = free_addr();
     let config = format!(
         "[[inbound]]\ntag = \"socks-in\"\nprotocol = \"socks\"\nlisten = \"{}\"\nport = {}\n\n\
@@ -212,5 +211,23 @@ fn a_wrong_password_gets_no_byte_back_and_the_runtime_serves_the_next_flow() {
         }
         check_echo(socks5_connect(ours, echo, None).unwrap(), b"still serving");
     }
-    server.wait_for_log("authentication error");
+    server.wait_for_log(refusal);
+}
+
+#[test]
+fn a_wrong_password_gets_no_byte_back_from_ss_server_and_the_runtime_serves_the_next_flow() {
+    wrong_password(
+        "a_wrong_password_gets_no_byte_back_from_ss_server_and_the_runtime_serves_the_next_flow",
+        Server::Libev,
+        "authentication error",
+    );
+}
+
+#[test]
+fn a_wrong_password_gets_no_byte_back_from_ssserver_and_the_runtime_serves_the_next_flow() {
+    wrong_password(
+        "a_wrong_password_gets_no_byte_back_from_ssserver_and_the_runtime_serves_the_next_flow",
+        Server::Rust,
+        "tcp handshake failed",
+    );
 }
