@@ -33,7 +33,7 @@ use crate::Address;
 
 /// Reads a SOCKS5 address (ATYP, address, port) from the start of `buf`.
 /// `Ok(None)` means more bytes are needed.
-fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
+pub(crate) fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
     let Some(&atyp) = buf.first() else {
         return Ok(None);
     };
