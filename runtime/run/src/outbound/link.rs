@@ -11,6 +11,7 @@ use tokio::io::ReadBuf;
 
 use super::freedom::ResolvingUdp;
 use super::socks_udp::SocksUdp;
+use super::ss2022_udp::Ss2022Udp;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -39,6 +40,8 @@ pub enum OutboundDatagram {
     /// Boxed: it holds a resolver, far larger than the other variants.
     Freedom(Box<ResolvingUdp>),
     Socks(Box<SocksUdp>),
+    /// Boxed: two datagram buffers' pointers and a session's keys.
+    Ss2022(Box<Ss2022Udp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -58,6 +61,7 @@ impl DatagramLink for OutboundDatagram {
         match self {
             OutboundDatagram::Freedom(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -70,6 +74,7 @@ impl DatagramLink for OutboundDatagram {
         match self {
             OutboundDatagram::Freedom(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

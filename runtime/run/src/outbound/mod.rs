@@ -8,12 +8,15 @@ mod http;
 mod link;
 mod socks;
 mod socks_udp;
+mod ss2022;
+mod ss2022_udp;
 mod stream;
 
 use std::io;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
+use etemenanki_proto::ss2022::Keys;
 use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
@@ -25,6 +28,7 @@ use freedom::Freedom;
 use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
+use ss2022::Ss2022;
 pub use stream::OutboundStream;
 
 pub struct Outbound {
@@ -38,6 +42,8 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    /// Boxed: it holds a resolver for its UDP sessions.
+    Ss2022(Box<Ss2022>),
     Blackhole,
 }
 
@@ -66,6 +72,25 @@ impl Outbound {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),
                 }
+            }
+            OutboundProtocol::Ss2022 {
+                upstream,
+                method,
+                psk,
+                identity_psks,
+            } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                let identities: Vec<&[u8]> = identity_psks
+                    .iter()
+                    .map(|k| k.expose().as_slice())
+                    .collect();
+                let keys = Keys::new(*method, psk.expose(), &identities)?;
+                Kind::Ss2022(Box::new(Ss2022::new(
+                    connector,
+                    dns.servers.clone(),
+                    upstream.transport.address_family,
+                    keys,
+                )))
             }
             other => {
                 return Err(io::Error::new(
@@ -108,6 +133,7 @@ impl Outbound {
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Ss2022(ss) => ss.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -130,6 +156,10 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
+            Kind::Ss2022(ss) => ss
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Ss2022(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
