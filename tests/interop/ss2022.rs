@@ -122,7 +122,8 @@ fn ssserver(
     Process::spawn_listening("ssserver", command, dir, listen)
 }
 
-/// sing-box with a multi-user shadowsocks inbound on `listen`.
+/// sing-box with a shadowsocks inbound on `listen`; with `users`, a
+/// multi-user one whose own PSK is `password`.
 fn sing_box(
     bin: &Path,
     dir: &Path,
@@ -135,14 +136,18 @@ fn sing_box(
         .iter()
         .map(|(name, key)| format!("{{\"name\": \"{name}\", \"password\": \"{key}\"}}"))
         .collect();
+    let users = if list.is_empty() {
+        String::new()
+    } else {
+        format!(", \"users\": [{}]", list.join(", "))
+    };
     let config = format!(
         "{{\"log\": {{\"level\": \"debug\"}}, \"inbounds\": [{{\"type\": \"shadowsocks\", \
          \"listen\": \"{}\", \"listen_port\": {}, \"method\": \"{method}\", \
-         \"password\": \"{password}\", \"users\": [{}]}}], \
+         \"password\": \"{password}\"{users}}}], \
          \"outbounds\": [{{\"type\": \"direct\"}}]}}",
         listen.ip(),
         listen.port(),
-        list.join(", ")
     );
     let path = dir.join("sing-box.json");
     std::fs::write(&path, config).expect("writing sing-box.json");
@@ -277,6 +282,23 @@ fn ss2022_outbound_reaches_each_user_of_a_multi_user_ssserver() {
             std::slice::from_ref(&identity),
         );
         wrong_psk_flow_fails(socks);
+    }
+}
+
+#[test]
+fn ss2022_outbound_carries_tcp_and_udp_through_sing_box_for_every_method() {
+    let test = "ss2022_outbound_carries_tcp_and_udp_through_sing_box_for_every_method";
+    let Some(bin) = peer(test, "sing-box") else {
+        return;
+    };
+    for (method, len) in METHODS {
+        let dir = scratch_dir(&format!("{test}-{method}"));
+        let server = free_addr();
+        let _server = sing_box(&bin, &dir, server, method, &psk(len, 0x42), &[]);
+        let socks = free_addr();
+        let runtime = ours_through(&dir, socks, server, method, &psk(len, 0x42), &[]);
+        tcp_and_udp_round_trip(socks, method);
+        runtime.wait_for_log("via out@v1");
     }
 }
 
