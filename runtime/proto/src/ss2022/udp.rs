@@ -54,11 +54,12 @@ impl ServerSession {
 }
 
 /// Which server session a reply belongs to, found before it is trusted.
+#[derive(Clone, Copy)]
 pub(super) enum Known {
     Current,
     Previous,
-    /// Boxed: a key schedule and a window; one per server session.
-    New(Box<ServerSession>),
+    /// The candidate: a session not heard from before.
+    New,
 }
 
 pub struct UdpSession {
@@ -69,6 +70,9 @@ pub struct UdpSession {
     send: Option<SessionKey>,
     current: Option<ServerSession>,
     previous: Option<ServerSession>,
+    /// A new server session's state while its first reply is checked,
+    /// kept in place so no reply allocates.
+    candidate: Option<ServerSession>,
 }
 
 impl UdpSession {
@@ -97,6 +101,7 @@ impl UdpSession {
             send,
             current: None,
             previous: None,
+            candidate: None,
         })
     }
 
@@ -177,7 +182,7 @@ impl UdpSession {
 
     /// The server session a reply names, and whether its packet id is new.
     pub(super) fn find(
-        &self,
+        &mut self,
         server_id: &[u8; 8],
         packet_id: u64,
         key: impl FnOnce() -> io::Result<Option<SessionKey>>,
@@ -185,7 +190,10 @@ impl UdpSession {
         let (known, window) = match (&self.current, &self.previous) {
             (Some(current), _) if current.id == *server_id => (Known::Current, &current.window),
             (_, Some(previous)) if previous.id == *server_id => (Known::Previous, &previous.window),
-            _ => return Ok(Known::New(Box::new(ServerSession::new(*server_id, key()?)))),
+            _ => {
+                self.candidate = Some(ServerSession::new(*server_id, key()?));
+                return Ok(Known::New);
+            }
         };
         if !window.admits(packet_id) {
             return Err(Ss2022Error::Replayed.into());
@@ -194,11 +202,11 @@ impl UdpSession {
     }
 
     /// The key of a known server session.
-    pub(super) fn key_of<'a>(&'a self, known: &'a Known) -> Option<&'a SessionKey> {
+    pub(super) fn key_of(&self, known: Known) -> Option<&SessionKey> {
         match known {
             Known::Current => self.current.as_ref()?.key.as_ref(),
             Known::Previous => self.previous.as_ref()?.key.as_ref(),
-            Known::New(session) => session.key.as_ref(),
+            Known::New => self.candidate.as_ref()?.key.as_ref(),
         }
     }
 
@@ -209,14 +217,16 @@ impl UdpSession {
         let session = match known {
             Known::Current => self.current.as_mut(),
             Known::Previous => self.previous.as_mut(),
-            Known::New(session) => {
+            Known::New => {
                 if let Some(previous) = &self.previous {
                     let quiet = now.duration_since(previous.last_seen).unwrap_or_default();
                     if quiet < SESSION_OVERLAP {
                         return Err(Ss2022Error::SessionChurn.into());
                     }
                 }
-                self.previous = self.current.replace(*session);
+                if let Some(session) = self.candidate.take() {
+                    self.previous = self.current.replace(session);
+                }
                 self.current.as_mut()
             }
         };

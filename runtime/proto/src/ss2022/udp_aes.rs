@@ -50,7 +50,7 @@ pub fn seal(
 /// its message header and payload.
 pub fn open(
     keys: &Keys,
-    session: &UdpSession,
+    session: &mut UdpSession,
     buf: &mut [u8],
 ) -> io::Result<(Known, u64, Range<usize>)> {
     if buf.len() < BLOCK_LEN + REPLY_HEADER + TAG_LEN {
@@ -64,7 +64,7 @@ pub fn open(
     let known = session.find(&server_id, packet_id, || {
         Ok(Some(session_key(keys.algorithm(), keys.psk(), &server_id)?))
     })?;
-    let key = session.key_of(&known).ok_or(Ss2022Error::KeyLength)?;
+    let key = session.key_of(known).ok_or(Ss2022Error::KeyLength)?;
     let len = key.open_in_place(&nonce_of(&separate), &[], &mut buf[BLOCK_LEN..])?;
     Ok((known, packet_id, BLOCK_LEN..BLOCK_LEN + len))
 }

@@ -46,7 +46,7 @@ pub fn seal(
 /// its message header and payload.
 pub fn open(
     aead: &XChaCha20Poly1305,
-    session: &UdpSession,
+    session: &mut UdpSession,
     buf: &mut [u8],
 ) -> io::Result<(Known, u64, Range<usize>)> {
     if buf.len() < NONCE_LEN + IDS + REPLY_HEADER + TAG_LEN {
