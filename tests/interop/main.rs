@@ -7,6 +7,7 @@ mod curl;
 mod dante;
 mod microsocks;
 mod shadowsocks;
+mod ss2022;
 // Shared with tests/e2e, which uses parts these tests do not.
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]

@@ -12,6 +12,7 @@ pub mod http;
 pub mod shadowsocks;
 pub mod sniff;
 pub mod socks;
+pub mod ss2022;
 pub mod trojan;
 
 pub use addr::Address;

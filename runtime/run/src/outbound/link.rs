@@ -13,6 +13,7 @@ use super::freedom::ResolvingUdp;
 use super::shadowsocks_udp::SsUdp;
 use super::socks_udp::SocksUdp;
 use super::trojan::TrojanUdp;
+use super::ss2022_udp::Ss2022Udp;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -43,6 +44,8 @@ pub enum OutboundDatagram {
     Socks(Box<SocksUdp>),
     Trojan(Box<TrojanUdp>),
     Shadowsocks(Box<SsUdp>),
+    /// Boxed: two datagram buffers' pointers and a session's keys.
+    Ss2022(Box<Ss2022Udp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -64,6 +67,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Trojan(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -78,6 +82,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Trojan(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

@@ -10,6 +10,8 @@ mod shadowsocks;
 mod shadowsocks_udp;
 mod socks;
 mod socks_udp;
+mod ss2022;
+mod ss2022_udp;
 mod stream;
 mod stream_datagrams;
 mod trojan;
@@ -19,6 +21,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
+use etemenanki_proto::ss2022::Keys;
 use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
@@ -31,6 +34,7 @@ use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use shadowsocks::Shadowsocks;
 use socks::Socks;
+use ss2022::Ss2022;
 pub use stream::OutboundStream;
 use trojan::Trojan;
 
@@ -48,6 +52,8 @@ enum Kind {
     Trojan(Trojan),
     /// Boxed: it holds a resolver beside its connector.
     Shadowsocks(Box<Shadowsocks>),
+    /// Boxed: it holds a resolver for its UDP sessions.
+    Ss2022(Box<Ss2022>),
     Blackhole,
 }
 
@@ -92,6 +98,25 @@ impl Outbound {
                 password.expose(),
                 dns.servers.clone(),
             ))),
+            OutboundProtocol::Ss2022 {
+                upstream,
+                method,
+                psk,
+                identity_psks,
+            } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                let identities: Vec<&[u8]> = identity_psks
+                    .iter()
+                    .map(|k| k.expose().as_slice())
+                    .collect();
+                let keys = Keys::new(*method, psk.expose(), &identities)?;
+                Kind::Ss2022(Box::new(Ss2022::new(
+                    connector,
+                    dns.servers.clone(),
+                    upstream.transport.address_family,
+                    keys,
+                )))
+            }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -142,6 +167,7 @@ impl Outbound {
             Kind::Http(http) => http.connect(destination).await,
             Kind::Trojan(trojan) => trojan.connect(destination).await,
             Kind::Shadowsocks(ss) => ss.connect(destination).await,
+            Kind::Ss2022(ss) => ss.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -172,6 +198,10 @@ impl Outbound {
                 .open_udp()
                 .await
                 .map(|udp| OutboundDatagram::Shadowsocks(Box::new(udp))),
+            Kind::Ss2022(ss) => ss
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Ss2022(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",

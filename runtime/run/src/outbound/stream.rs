@@ -10,6 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::shadowsocks::SsFramed;
+use super::ss2022::Ss2022Framed;
 
 /// A closed enum, as shadowsocks-rust's outbound stream is: no box where
 /// the types are known.
@@ -21,6 +22,8 @@ pub enum OutboundStream {
     Prefixed(Prefixed<Stream>),
     /// A shadowsocks flow: chunks sealed and opened over the transport.
     Shadowsocks(Box<SsFramed>),
+    /// A Shadowsocks 2022 flow: boxed, its codec holds two key schedules.
+    Ss2022(Box<Ss2022Framed>),
     /// Reads EOF at once and swallows every write.
     Blackhole,
 }
@@ -43,6 +46,9 @@ impl OutboundStream {
             OutboundStream::Prefixed(_)
             | OutboundStream::Shadowsocks(_)
             | OutboundStream::Blackhole => None,
+            OutboundStream::Prefixed(_) | OutboundStream::Ss2022(_) | OutboundStream::Blackhole => {
+                None
+            }
         }
     }
 
@@ -52,6 +58,7 @@ impl OutboundStream {
             OutboundStream::Transport(stream) => stream.socket(),
             OutboundStream::Prefixed(prefixed) => prefixed.get_ref().socket(),
             OutboundStream::Shadowsocks(framed) => framed.get_ref().socket(),
+            OutboundStream::Ss2022(framed) => framed.get_ref().socket(),
             OutboundStream::Blackhole => return None,
         };
         socket.local_addr().ok()
@@ -68,6 +75,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+            OutboundStream::Ss2022(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -83,6 +91,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+            OutboundStream::Ss2022(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
         }
     }
@@ -92,6 +101,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+            OutboundStream::Ss2022(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -101,6 +111,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+            OutboundStream::Ss2022(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }

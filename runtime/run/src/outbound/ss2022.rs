@@ -1,0 +1,82 @@
+//! shadowsocks-2022: TCP flows framed over the upstream's transport, UDP
+//! flows as sessions over one socket toward the server. The keys are
+//! checked and expanded once, when the outbound is built.
+
+use std::io;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use etemenanki_ir::spec::AddressFamily;
+use etemenanki_proto::ss2022::{Keys, Ss2022Stream, UdpSession};
+use etemenanki_proto::Address;
+use etemenanki_transport::Connector;
+
+use super::handshake::handshake;
+use super::ss2022_udp::Ss2022Udp;
+use super::OutboundStream;
+use crate::framed::Framed;
+use crate::resolve::{order, Resolver};
+
+/// Seed 000's SS2022_BUF: one chunk of 0xFFFF bytes with its overhead,
+/// the largest frame ss-rust and sing-box send; two per moving flow.
+pub const SS2022_BUF: usize = Ss2022Stream::BUF_SIZE;
+
+/// A TCP flow: the framed stream over the upstream's transport.
+pub type Ss2022Framed = Framed<etemenanki_transport::Stream, Ss2022Stream, SS2022_BUF>;
+
+pub struct Ss2022 {
+    connector: Connector,
+    keys: Arc<Keys>,
+    /// The `servers` resolver and the transport's address family: a UDP
+    /// session resolves the server once, when it opens.
+    resolver: Resolver,
+    family: AddressFamily,
+}
+
+impl Ss2022 {
+    pub fn new(
+        connector: Connector,
+        resolver: Resolver,
+        family: AddressFamily,
+        keys: Keys,
+    ) -> Ss2022 {
+        Ss2022 {
+            connector,
+            keys: Arc::new(keys),
+            resolver,
+            family,
+        }
+    }
+
+    /// Dials the server and writes the request, flushed: an unreachable
+    /// server is a failed dial. The server answers only with its first
+    /// payload, whose header the stream checks when it arrives.
+    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+        let mut stream = self.connector.connect().await?;
+        let mut codec =
+            Ss2022Stream::new(&self.keys, destination, SystemTime::now(), SystemTime::now)?;
+        let ((), ahead) = handshake(&mut stream, &mut codec).await?;
+        Ok(OutboundStream::Ss2022(Box::new(Framed::new(
+            stream, codec, &ahead,
+        ))))
+    }
+
+    /// Opens a UDP session: the server resolved once, one socket of its
+    /// family under the socket policy, a fresh session id.
+    pub async fn associate(&self) -> io::Result<Ss2022Udp> {
+        let server = self.connector.server();
+        let ips = order(
+            self.resolver.lookup(&server.host.name()).await?,
+            self.family,
+        );
+        let ip = ips.first().copied().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "shadowsocks-2022: the server did not resolve",
+            )
+        })?;
+        let socket = self.connector.dialer().bind_udp(ip.is_ipv6())?;
+        let session = UdpSession::new(self.keys.clone())?;
+        Ok(Ss2022Udp::new(socket, (ip, server.port).into(), session))
+    }
+}
