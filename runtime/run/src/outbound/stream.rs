@@ -45,10 +45,8 @@ impl OutboundStream {
             OutboundStream::Transport(stream) => stream.as_plain_tcp(),
             OutboundStream::Prefixed(_)
             | OutboundStream::Shadowsocks(_)
+            | OutboundStream::Ss2022(_)
             | OutboundStream::Blackhole => None,
-            OutboundStream::Prefixed(_) | OutboundStream::Ss2022(_) | OutboundStream::Blackhole => {
-                None
-            }
         }
     }
 
