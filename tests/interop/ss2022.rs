@@ -101,8 +101,9 @@ fn ssserver(
     password: &str,
     users: &[(&str, String)],
 ) -> Process {
+    // One entry of `servers`: only there does ssserver read `users`.
     let mut config = format!(
-        "{{\"server\": \"{}\", \"server_port\": {}, \"method\": \"{method}\", \
+        "{{\"servers\": [{{\"server\": \"{}\", \"server_port\": {}, \"method\": \"{method}\", \
          \"password\": \"{password}\", \"mode\": \"tcp_and_udp\"",
         listen.ip(),
         listen.port()
@@ -114,7 +115,7 @@ fn ssserver(
             .collect();
         let _ = write!(config, ", \"users\": [{}]", list.join(", "));
     }
-    config.push('}');
+    config.push_str("}]}");
     let path = dir.join("ssserver.json");
     std::fs::write(&path, config).expect("writing ssserver.json");
     let mut command = Command::new(bin);
