@@ -11,5 +11,7 @@ pub mod codec;
 pub mod http;
 pub mod sniff;
 pub mod socks;
+pub mod vless;
+pub mod ws;
 
 pub use addr::Address;
