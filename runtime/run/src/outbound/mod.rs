@@ -9,6 +9,8 @@ mod link;
 mod socks;
 mod socks_udp;
 mod stream;
+mod vless;
+mod vless_stream;
 
 use std::io;
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
 pub use stream::OutboundStream;
+use vless::Vless;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -38,6 +41,7 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    Vless(Vless),
     Blackhole,
 }
 
@@ -66,6 +70,10 @@ impl Outbound {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),
                 }
+            }
+            OutboundProtocol::Vless { upstream, id } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Vless(Vless::new(connector, id.expose()))
             }
             other => {
                 return Err(io::Error::new(
@@ -108,6 +116,7 @@ impl Outbound {
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -133,6 +142,10 @@ impl Outbound {
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
+            )),
+            Kind::Vless(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "vless udp is not supported by this runtime yet",
             )),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
