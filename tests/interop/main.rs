@@ -13,3 +13,5 @@ mod support;
 mod tinyproxy;
 mod tls;
 mod v2ray;
+mod vless;
+mod ws;
