@@ -197,7 +197,7 @@ mod tests {
         let err = decode(&bytes).unwrap_err().to_string();
         assert_eq!(
             err,
-            "plan format version 9 is not supported: this build reads version 3; rebuild the plan with a matching etc"
+            "plan format version 9 is not supported: this build reads version 4; rebuild the plan with a matching etc"
         );
     }
 
