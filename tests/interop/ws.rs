@@ -5,9 +5,9 @@
 //! sing-box, which reads it as the stream's first bytes.
 
 use crate::support::binaries::peer;
+use crate::support::client::socks5_connect;
 use crate::support::process::scratch_dir;
 use crate::support::servers::{free_addr, tcp_echo};
-use crate::support::client::socks5_connect;
 use crate::vless::{
     carries_bulk, pki, settings, sing_box_server, start_ours, tls_table, v2ray_server, Transport,
     ID, SERVER_NAME,
@@ -18,7 +18,11 @@ const PATH: &str = "/vless-ws";
 /// `[outbound.stream]` for ws to `path`, under TLS when `tls` holds the
 /// tls table, and `extra` ws keys.
 fn ws_tables(path: &str, tls: Option<String>, extra: &str) -> String {
-    let security = if tls.is_some() { "security = \"tls\"\n" } else { "" };
+    let security = if tls.is_some() {
+        "security = \"tls\"\n"
+    } else {
+        ""
+    };
     format!(
         "[outbound.stream]\nnetwork = \"ws\"\n{security}[outbound.stream.ws]\npath = \"{path}\"\n\
          host = \"{SERVER_NAME}\"\n{extra}{}{}",

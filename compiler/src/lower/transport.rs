@@ -6,7 +6,7 @@ use etemenanki_ir::spec::{
     TlsSpec, TransportSpec, Verify, WsEarlyData,
 };
 
-use super::{io_text, Cx};
+use super::{io_text, Cx, PEM_LIMIT};
 use crate::codes;
 use crate::config::{ClientTlsConfig, InboundStream, OutboundStream, Spanned, WsConfig};
 
@@ -141,10 +141,7 @@ fn early_data(cx: &mut Cx, ws: &WsConfig) -> Option<WsEarlyData> {
             cx.error(
                 codes::INVALID_VALUE,
                 max.span(),
-                format!(
-                    "max_early_data {} is above {MAX_EARLY_DATA}",
-                    max.get_ref()
-                ),
+                format!("max_early_data {} is above {MAX_EARLY_DATA}", max.get_ref()),
             )
             .help = Some(format!(
                 "early data travels in a request header; {MAX_EARLY_DATA} bytes is Xray's ceiling"
@@ -159,9 +156,7 @@ fn early_data(cx: &mut Cx, ws: &WsConfig) -> Option<WsEarlyData> {
                     header.span(),
                     "early_data_header_name without max_early_data",
                 )
-                .help = Some(
-                    "set max_early_data, the most first bytes sent in the header".into(),
-                );
+                .help = Some("set max_early_data, the most first bytes sent in the header".into());
             }
             return None;
         }
@@ -244,7 +239,7 @@ pub fn client_tls(cx: &mut Cx, tls: Option<&Spanned<ClientTlsConfig>>, host: &st
 
 fn ca_bundle(cx: &mut Cx, ca: &Spanned<String>) -> Verify {
     let path = ca.get_ref();
-    match std::fs::read(cx.path(path)) {
+    match cx.read(path, PEM_LIMIT) {
         Ok(pem) if has_pem(&pem, "CERTIFICATE") => Verify::CustomCa {
             path: path.clone(),
             pem,
@@ -416,7 +411,7 @@ pub fn server_tls(cx: &mut Cx, tls: &Spanned<crate::config::ServerTlsConfig>) ->
 }
 
 fn pem_file(cx: &mut Cx, path: &Spanned<String>, label: &str, what: &str) -> Vec<u8> {
-    match std::fs::read(cx.path(path.get_ref())) {
+    match cx.read(path.get_ref(), PEM_LIMIT) {
         // "PRIVATE KEY" also matches "RSA PRIVATE KEY" and "EC PRIVATE KEY".
         Ok(pem) if String::from_utf8_lossy(&pem).contains(label) && has_begin(&pem) => pem,
         Ok(_) => {

@@ -9,8 +9,10 @@ pub mod addr;
 pub mod aead;
 pub mod codec;
 pub mod http;
+pub mod shadowsocks;
 pub mod sniff;
 pub mod socks;
+pub mod trojan;
 pub mod vless;
 pub mod ws;
 

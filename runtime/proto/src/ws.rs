@@ -152,7 +152,9 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(codec.start(&mut out), ClientStep::Read);
         let text = String::from_utf8(out).unwrap();
-        assert!(text.starts_with("GET /ws?x=1 HTTP/1.1\r\nHost: cdn.example\r\nUser-Agent: UA/1\r\n"));
+        assert!(
+            text.starts_with("GET /ws?x=1 HTTP/1.1\r\nHost: cdn.example\r\nUser-Agent: UA/1\r\n")
+        );
         assert!(text.contains("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"));
         assert!(text.ends_with("\r\n\r\n") && !text.contains("Protocol"));
         let answer = format!(
@@ -161,7 +163,10 @@ mod tests {
         );
         let mut out = Vec::new();
         for cut in 0..answer.len() - 5 {
-            assert_eq!(codec.decode(&answer.as_bytes()[..cut], &mut out).unwrap(), None);
+            assert_eq!(
+                codec.decode(&answer.as_bytes()[..cut], &mut out).unwrap(),
+                None
+            );
         }
         let got = codec.decode(answer.as_bytes(), &mut out).unwrap();
         assert_eq!(got, Some((answer.len() - 5, ClientStep::Open(()))));
@@ -177,7 +182,10 @@ mod tests {
         let mut out = Vec::new();
         codec.start(&mut out);
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("\r\nSec-WebSocket-Protocol: -_8AAQ\r\n"), "{text}");
+        assert!(
+            text.contains("\r\nSec-WebSocket-Protocol: -_8AAQ\r\n"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -185,7 +193,10 @@ mod tests {
         let mut codec = Upgrade::new("h", "/", "UA", None, NONCE);
         let mut out = Vec::new();
         let e = codec
-            .decode(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", &mut out)
+            .decode(
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+                &mut out,
+            )
             .unwrap_err();
         assert_eq!(
             (e.kind(), e.to_string()),

@@ -101,7 +101,12 @@ mod tests {
         let v6 = Address::Ip("[2001:db8::1]:8080".parse().unwrap());
         let got = header(&mut Request::tcp(&ID, &v6));
         let mut want = b"\x00\x01\x1f\x90\x03".to_vec();
-        want.extend_from_slice(&"2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        want.extend_from_slice(
+            &"2001:db8::1"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+        );
         assert_eq!(&got[17..], want);
     }
 

@@ -95,7 +95,10 @@ mod tests {
             assert_eq!((first + second, header.done()), (6, true), "cut at {cut}");
         }
         assert_eq!(ResponseHeader::whole_len(b"\x00\x04add").unwrap(), None);
-        assert_eq!(ResponseHeader::whole_len(b"\x00\x04addsX").unwrap(), Some(6));
+        assert_eq!(
+            ResponseHeader::whole_len(b"\x00\x04addsX").unwrap(),
+            Some(6)
+        );
     }
 
     #[test]

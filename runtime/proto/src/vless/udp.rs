@@ -99,7 +99,11 @@ mod tests {
         let first_end = 3 + 2 + 6;
         for cut in 0..first_end {
             let mut part = wire[..cut].to_vec();
-            assert_eq!(framing().open_from(&mut part).unwrap(), None, "cut at {cut}");
+            assert_eq!(
+                framing().open_from(&mut part).unwrap(),
+                None,
+                "cut at {cut}"
+            );
         }
         let mut codec = framing();
         let mut all = wire.to_vec();

@@ -23,9 +23,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::connect::Opened;
-use admission::{Admission, Handshaking};
 use crate::plane::Plane;
 use crate::relay::{relay, Ended};
+use admission::{Admission, Handshaking};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).

@@ -10,7 +10,10 @@ use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 
 use super::freedom::ResolvingUdp;
+use super::shadowsocks_udp::SsUdp;
 use super::socks_udp::SocksUdp;
+use super::trojan::TrojanUdp;
+use super::vless::VlessUdp;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -39,6 +42,9 @@ pub enum OutboundDatagram {
     /// Boxed: it holds a resolver, far larger than the other variants.
     Freedom(Box<ResolvingUdp>),
     Socks(Box<SocksUdp>),
+    Trojan(Box<TrojanUdp>),
+    Vless(Box<VlessUdp>),
+    Shadowsocks(Box<SsUdp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -58,6 +64,9 @@ impl DatagramLink for OutboundDatagram {
         match self {
             OutboundDatagram::Freedom(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Trojan(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Vless(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -70,6 +79,9 @@ impl DatagramLink for OutboundDatagram {
         match self {
             OutboundDatagram::Freedom(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Trojan(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Vless(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

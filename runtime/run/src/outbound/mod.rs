@@ -6,13 +6,18 @@ mod freedom;
 mod handshake;
 mod http;
 mod link;
+mod shadowsocks;
+mod shadowsocks_udp;
 mod socks;
 mod socks_udp;
 mod stream;
+mod stream_datagrams;
+mod trojan;
 mod vless;
 mod vless_stream;
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
@@ -26,8 +31,10 @@ use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
+use shadowsocks::Shadowsocks;
 use socks::Socks;
 pub use stream::OutboundStream;
+use trojan::Trojan;
 use vless::Vless;
 
 pub struct Outbound {
@@ -41,6 +48,9 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    Trojan(Trojan),
+    /// Boxed: it holds a resolver beside its connector.
+    Shadowsocks(Box<Shadowsocks>),
     Vless(Vless),
     Blackhole,
 }
@@ -71,6 +81,21 @@ impl Outbound {
                     _ => Kind::Http(Http::new(connector, account)),
                 }
             }
+            OutboundProtocol::Trojan { upstream, password } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Trojan(Trojan::new(connector, password.expose()))
+            }
+            OutboundProtocol::Shadowsocks {
+                upstream,
+                method,
+                password,
+            } => Kind::Shadowsocks(Box::new(Shadowsocks::new(
+                Connector::build(upstream, dialer.clone(), dns.servers.clone())?,
+                upstream,
+                *method,
+                password.expose(),
+                dns.servers.clone(),
+            ))),
             OutboundProtocol::Vless { upstream, id } => {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
                 Kind::Vless(Vless::new(connector, id.expose()))
@@ -108,14 +133,23 @@ impl Outbound {
         self.probe.as_ref()
     }
 
-    pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
+    /// Opens a TCP flow to `destination`. `resolved` holds the addresses
+    /// routing resolved a name to, if it did: a direct dial goes to those
+    /// and looks nothing up again; a proxy sends the name as it was.
+    pub async fn connect_stream(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+    ) -> io::Result<OutboundStream> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .connect(destination)
+                .connect(destination, resolved)
                 .await
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Trojan(trojan) => trojan.connect(destination).await,
+            Kind::Shadowsocks(ss) => ss.connect(destination).await,
             Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
@@ -125,12 +159,17 @@ impl Outbound {
     /// the outbound, as the link it yields does through the fan-out, so a
     /// connection or tunnel the version shares lives while any flow needs
     /// it, whatever the drain policy.
-    pub fn connect_datagram(self: &Arc<Self>) -> DatagramFuture {
+    ///
+    /// `toward` is where the packet that opens the link goes: the one
+    /// target of a VLESS link (seed 000, "VLESS and VMess sub-links carry
+    /// one target"); the other links address every packet on its own.
+    pub fn connect_datagram(self: &Arc<Self>, toward: &Address) -> DatagramFuture {
         let outbound = self.clone();
-        Box::pin(async move { outbound.open_datagram().await })
+        let toward = toward.clone();
+        Box::pin(async move { outbound.open_datagram(&toward).await })
     }
 
-    async fn open_datagram(&self) -> io::Result<OutboundDatagram> {
+    async fn open_datagram(&self, toward: &Address) -> io::Result<OutboundDatagram> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
                 .bind_udp()
@@ -139,14 +178,22 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
+            Kind::Trojan(trojan) => trojan
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Trojan(Box::new(udp))),
+            Kind::Shadowsocks(ss) => ss
+                .open_udp()
+                .await
+                .map(|udp| OutboundDatagram::Shadowsocks(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
             )),
-            Kind::Vless(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "vless udp is not supported by this runtime yet",
-            )),
+            Kind::Vless(vless) => vless
+                .associate(toward)
+                .await
+                .map(|udp| OutboundDatagram::Vless(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
     }

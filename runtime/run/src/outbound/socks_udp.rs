@@ -35,7 +35,7 @@ fn control_closed() -> io::Error {
 }
 
 /// IPv4-mapped IPv6 addresses compare as the IPv4 address they carry.
-fn endpoint(addr: SocketAddr) -> SocketAddr {
+pub(super) fn endpoint(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(etemenanki_proto::socks::canonical(addr.ip()), addr.port())
 }
 

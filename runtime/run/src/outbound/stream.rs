@@ -11,6 +11,8 @@ use super::vless_stream::VlessStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::shadowsocks::SsFramed;
+
 /// A closed enum, as shadowsocks-rust's outbound stream is: no box where
 /// the types are known.
 pub enum OutboundStream {
@@ -19,6 +21,8 @@ pub enum OutboundStream {
     /// A tunnel whose server sent bytes right after its reply, in the same
     /// read: they are the tunnel's first bytes.
     Prefixed(Prefixed<Stream>),
+    /// A shadowsocks flow: chunks sealed and opened over the transport.
+    Shadowsocks(Box<SsFramed>),
     /// A VLESS tunnel, whose first reads skip the response header.
     Vless(VlessStream),
     /// Reads EOF at once and swallows every write.
@@ -40,9 +44,10 @@ impl OutboundStream {
     pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
         match self {
             OutboundStream::Transport(stream) => stream.as_plain_tcp(),
-            OutboundStream::Prefixed(_) | OutboundStream::Vless(_) | OutboundStream::Blackhole => {
-                None
-            }
+            OutboundStream::Prefixed(_)
+            | OutboundStream::Vless(_)
+            | OutboundStream::Shadowsocks(_)
+            | OutboundStream::Blackhole => None,
         }
     }
 
@@ -51,6 +56,7 @@ impl OutboundStream {
         let socket = match self {
             OutboundStream::Transport(stream) => stream.socket(),
             OutboundStream::Prefixed(prefixed) => prefixed.get_ref().socket(),
+            OutboundStream::Shadowsocks(framed) => framed.get_ref().socket(),
             OutboundStream::Vless(vless) => vless.get_ref().socket(),
             OutboundStream::Blackhole => return None,
         };
@@ -67,6 +73,7 @@ impl AsyncRead for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
@@ -82,6 +89,7 @@ impl AsyncWrite for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
         }
@@ -91,6 +99,7 @@ impl AsyncWrite for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
@@ -100,6 +109,7 @@ impl AsyncWrite for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }

@@ -94,7 +94,10 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap());
         let (client, accepted) = tokio::join!(client, listener.accept());
-        (VlessStream::new(Stream::Tcp(client.unwrap())), accepted.unwrap().0)
+        (
+            VlessStream::new(Stream::Tcp(client.unwrap())),
+            accepted.unwrap().0,
+        )
     }
 
     #[tokio::test]

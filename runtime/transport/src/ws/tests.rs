@@ -71,9 +71,15 @@ where
     (addr, seen)
 }
 
-async fn client(addr: std::net::SocketAddr, settings: &WsSettings, first: &[u8]) -> io::Result<WsStream> {
+async fn client(
+    addr: std::net::SocketAddr,
+    settings: &WsSettings,
+    first: &[u8],
+) -> io::Result<WsStream> {
     let tcp = TcpStream::connect(addr).await.unwrap();
-    settings.upgrade(Stream::Tcp(tcp), settings.early(first)).await
+    settings
+        .upgrade(Stream::Tcp(tcp), settings.early(first))
+        .await
 }
 
 #[tokio::test]
@@ -85,8 +91,14 @@ async fn the_upgrade_names_path_host_and_agent_and_bytes_move_as_binary_messages
         ws.send(Message::Ping(b"p".to_vec().into())).await.unwrap();
         ws.send(Message::binary(&b"after ping"[..])).await.unwrap();
         // The pong comes back before the client's close.
-        assert_eq!(ws.next().await.unwrap().unwrap(), Message::Pong(b"p".to_vec().into()));
-        assert!(matches!(ws.next().await.unwrap().unwrap(), Message::Close(_)));
+        assert_eq!(
+            ws.next().await.unwrap().unwrap(),
+            Message::Pong(b"p".to_vec().into())
+        );
+        assert!(matches!(
+            ws.next().await.unwrap().unwrap(),
+            Message::Close(_)
+        ));
     })
     .await;
     let mut ws = client(addr, &settings(None), b"").await.unwrap();
