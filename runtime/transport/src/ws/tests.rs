@@ -30,7 +30,9 @@ fn settings(early_data: Option<WsEarlyData>) -> WsSettings {
 }
 
 /// A server that accepts one upgrade at `/ws` (any other path is a 404)
-/// and hands the WebSocket to `serve`.
+/// and hands the WebSocket to `serve`. tungstenite's refusal type is what
+/// makes its callback's error large.
+#[allow(clippy::result_large_err)]
 async fn server<F, Fut>(serve: F) -> (std::net::SocketAddr, Arc<Mutex<Seen>>)
 where
     F: FnOnce(WebSocketStream<TcpStream>) -> Fut + Send + 'static,
