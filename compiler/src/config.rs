@@ -203,6 +203,14 @@ pub struct WsConfig {
     /// Outbounds only; defaults to the server's name.
     #[serde(default)]
     pub host: Option<Spanned<String>>,
+    /// Outbounds only: the most first bytes sent as early data; unset or 0
+    /// sends none.
+    #[serde(default)]
+    pub max_early_data: Option<Spanned<u32>>,
+    /// Outbounds only: the header early data travels in; defaults to
+    /// `Sec-WebSocket-Protocol`, as Xray has it.
+    #[serde(default)]
+    pub early_data_header_name: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -64,7 +64,8 @@ id = "11111111-2222-3333-4444-555555555555"
         up.transport.shape,
         StreamShape::Ws {
             path: "/".into(),
-            host: "proxy1.example.com".into()
+            host: "proxy1.example.com".into(),
+            early_data: None,
         }
     );
     assert_eq!(up.transport.tls.unwrap().server_name, "proxy1.example.com");
@@ -461,4 +462,82 @@ protocol = "freedom"
             "ws"
         )]
     );
+}
+
+const WS_VLESS: &str = r#"
+[[outbound]]
+tag = "edge"
+protocol = "vless"
+server = "proxy1.example.com"
+port = 443
+[outbound.stream]
+network = "ws"
+[outbound.stream.ws]
+path = "/ws"
+"#;
+
+const VLESS_ID: &str = "[outbound.settings]\nid = \"11111111-2222-3333-4444-555555555555\"\n";
+
+#[test]
+fn websocket_early_data_defaults_to_xrays_header_in_both_front_ends() {
+    let toml = spec(&format!("{WS_VLESS}max_early_data = 2048\n{VLESS_ID}"));
+    let early = WsEarlyData {
+        max: 2048,
+        header: "Sec-WebSocket-Protocol".into(),
+    };
+    let StreamShape::Ws { early_data, .. } = upstream(&toml, "edge").transport.shape else {
+        panic!("a ws shape")
+    };
+    assert_eq!(early_data, Some(early.clone()));
+    let et = compile(&Source::new(
+        "t.et",
+        "outbound edge vless {\n  server = proxy1.example.com:443\n  \
+         id = \"11111111-2222-3333-4444-555555555555\"\n  \
+         ws { path = \"/ws\"  max_early_data = 2048 }\n}\n",
+    ))
+    .unwrap()
+    .spec;
+    assert_eq!(
+        upstream(&et, "edge").transport,
+        upstream(&toml, "edge").transport
+    );
+
+    let custom = spec(&format!(
+        "{WS_VLESS}max_early_data = 100\nearly_data_header_name = \"X-Early\"\n{VLESS_ID}"
+    ));
+    let StreamShape::Ws { early_data, .. } = upstream(&custom, "edge").transport.shape else {
+        panic!("a ws shape")
+    };
+    assert_eq!(early_data.unwrap().header, "X-Early");
+    let none = spec(&format!("{WS_VLESS}max_early_data = 0\n{VLESS_ID}"));
+    let StreamShape::Ws { early_data, .. } = upstream(&none, "edge").transport.shape else {
+        panic!("a ws shape")
+    };
+    assert_eq!(early_data, None, "0 sends none, as in sing-box");
+}
+
+#[test]
+fn websocket_early_data_refuses_a_header_without_an_allowance_and_bad_values() {
+    for (keys, code, text) in [
+        (
+            "early_data_header_name = \"Sec-WebSocket-Protocol\"\n",
+            "E0303",
+            "early_data_header_name without max_early_data",
+        ),
+        (
+            "max_early_data = 9000\n",
+            "E0309",
+            "max_early_data 9000 is above 8192",
+        ),
+        (
+            "max_early_data = 10\nearly_data_header_name = \"\"\n",
+            "E0309",
+            "early_data_header_name \"\" is not an HTTP header name",
+        ),
+    ] {
+        let text_in = format!("{WS_VLESS}{keys}{VLESS_ID}");
+        let diags = compile(&Source::new("t.toml", &text_in)).unwrap_err();
+        let d = diags.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!((d.code, d.message.as_str()), (code, text), "{keys}");
+    }
 }

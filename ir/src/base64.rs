@@ -2,9 +2,20 @@
 //! keys) and the runtime (HTTP `Proxy-Authorization: Basic`).
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const URL_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// Standard alphabet, padded.
 pub fn encode(bytes: &[u8]) -> String {
+    encode_with(bytes, ALPHABET, true)
+}
+
+/// URL-safe alphabet, unpadded (RFC 4648 section 5; Go's
+/// `RawURLEncoding`), as WebSocket early data travels in a header.
+pub fn encode_url(bytes: &[u8]) -> String {
+    encode_with(bytes, URL_ALPHABET, false)
+}
+
+fn encode_with(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [
@@ -15,8 +26,8 @@ pub fn encode(bytes: &[u8]) -> String {
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
+                out.push(alphabet[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else if pad {
                 out.push('=');
             }
         }
@@ -60,6 +71,15 @@ mod tests {
             assert_eq!(decode(&encode(text)).unwrap(), text);
         }
         assert_eq!(encode(b"user:pass"), "dXNlcjpwYXNz");
+    }
+
+    #[test]
+    fn url_encoding_is_unpadded_with_the_url_alphabet_and_round_trips() {
+        assert_eq!(encode_url(&[0xfb, 0xff]), "-_8");
+        assert_eq!(encode_url(b"a"), "YQ");
+        for text in [&b""[..], b"a", b"ab", b"abc", &[0xfe; 31]] {
+            assert_eq!(decode(&encode_url(text)).unwrap(), text);
+        }
     }
 
     #[test]

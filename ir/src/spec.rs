@@ -305,6 +305,8 @@ pub enum StreamShape {
     Ws {
         path: String,
         host: String,
+        /// The first bytes of the stream sent inside the upgrade request.
+        early_data: Option<WsEarlyData>,
     },
     Grpc {
         service_name: String,
@@ -321,6 +323,14 @@ impl StreamShape {
             Self::Grpc { .. } => "grpc",
         }
     }
+}
+
+/// WebSocket early data as Xray and sing-box send it: up to `max` first
+/// bytes of the stream, base64url in the request header `header`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WsEarlyData {
+    pub max: u32,
+    pub header: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

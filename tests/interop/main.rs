@@ -16,3 +16,5 @@ mod tinyproxy;
 mod tls;
 mod trojan;
 mod v2ray;
+mod vless;
+mod ws;

@@ -212,7 +212,19 @@ fn outbound_detail(p: &OutboundProtocol) -> String {
 fn transport(t: &TransportSpec) -> String {
     let shape = match &t.shape {
         StreamShape::Tcp | StreamShape::Tls => t.shape.name().to_owned(),
-        StreamShape::Ws { path, host } => format!("ws {host}{path}"),
+        StreamShape::Ws {
+            path,
+            host,
+            early_data: None,
+        } => format!("ws {host}{path}"),
+        StreamShape::Ws {
+            path,
+            host,
+            early_data: Some(early),
+        } => format!(
+            "ws {host}{path} (early data {} bytes in {})",
+            early.max, early.header
+        ),
         StreamShape::Grpc {
             service_name,
             authority,

@@ -3,12 +3,12 @@
 
 use etemenanki_ir::spec::{
     AddressFamily, HostPort, InboundTransport, Secret, ServerShape, ServerTls, StreamShape,
-    TlsSpec, TransportSpec, Verify,
+    TlsSpec, TransportSpec, Verify, WsEarlyData,
 };
 
 use super::{io_text, Cx, PEM_LIMIT};
 use crate::codes;
-use crate::config::{ClientTlsConfig, InboundStream, OutboundStream, Spanned};
+use crate::config::{ClientTlsConfig, InboundStream, OutboundStream, Spanned, WsConfig};
 
 const NETWORKS: &[&str] = &["tcp", "tls", "ws", "grpc"];
 const SERVER_NETWORKS: &[&str] = &["tcp", "ws", "grpc"];
@@ -74,6 +74,7 @@ pub fn client(cx: &mut Cx, stream: Option<&OutboundStream>, server: &HostPort) -
             StreamShape::Ws {
                 path,
                 host: ws_host,
+                early_data: ws.and_then(|w| early_data(cx, w)),
             }
         }
         "grpc" => {
@@ -122,6 +123,71 @@ fn mismatch(cx: &mut Cx, span: Option<std::ops::Range<usize>>, wrong: bool, name
             "set network = \"{name}\", or remove the {name} settings"
         ));
     }
+}
+
+/// Xray's documented ceiling for early data: a request header much larger
+/// is refused by common proxies and CDNs in between.
+const MAX_EARLY_DATA: u32 = 8192;
+
+const EARLY_DATA_HEADER: &str = "Sec-WebSocket-Protocol";
+
+/// `max_early_data` and `early_data_header_name`, as sing-box spells them.
+/// Early data in the path (sing-box's default without a header name) is
+/// not offered: the header is what Xray and sing-box servers both read.
+fn early_data(cx: &mut Cx, ws: &WsConfig) -> Option<WsEarlyData> {
+    let header = ws.early_data_header_name.as_ref();
+    let max = match &ws.max_early_data {
+        Some(max) if *max.get_ref() > MAX_EARLY_DATA => {
+            cx.error(
+                codes::INVALID_VALUE,
+                max.span(),
+                format!("max_early_data {} is above {MAX_EARLY_DATA}", max.get_ref()),
+            )
+            .help = Some(format!(
+                "early data travels in a request header; {MAX_EARLY_DATA} bytes is Xray's ceiling"
+            ));
+            return None;
+        }
+        Some(max) if *max.get_ref() > 0 => *max.get_ref(),
+        _ => {
+            if let Some(header) = header {
+                cx.error(
+                    codes::MISSING_SETTING,
+                    header.span(),
+                    "early_data_header_name without max_early_data",
+                )
+                .help = Some("set max_early_data, the most first bytes sent in the header".into());
+            }
+            return None;
+        }
+    };
+    let header = match header {
+        None => EARLY_DATA_HEADER.to_owned(),
+        Some(name) if is_token(name.get_ref()) => name.get_ref().clone(),
+        Some(name) => {
+            cx.error(
+                codes::INVALID_VALUE,
+                name.span(),
+                format!(
+                    "early_data_header_name \"{}\" is not an HTTP header name",
+                    name.get_ref()
+                ),
+            )
+            .help = Some(format!(
+                "Xray and sing-box servers read \"{EARLY_DATA_HEADER}\"; early data in the path is not supported"
+            ));
+            return None;
+        }
+    };
+    Some(WsEarlyData { max, header })
+}
+
+/// An HTTP field name (RFC 9110 token).
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn path(cx: &mut Cx, path: &Spanned<String>) -> String {

@@ -194,9 +194,21 @@ fn upstream(f: &mut Fields, a: &Upstream, b: &Upstream) {
 
 fn transport(f: &mut Fields, a: &TransportSpec, b: &TransportSpec) {
     match (&a.shape, &b.shape) {
-        (StreamShape::Ws { path: pa, host: ha }, StreamShape::Ws { path: pb, host: hb }) => {
+        (
+            StreamShape::Ws {
+                path: pa,
+                host: ha,
+                early_data: ea,
+            },
+            StreamShape::Ws {
+                path: pb,
+                host: hb,
+                early_data: eb,
+            },
+        ) => {
             f.check("ws path", pa, pb);
             f.check("ws host", ha, hb);
+            f.check("ws early data", ea, eb);
         }
         (
             StreamShape::Grpc {

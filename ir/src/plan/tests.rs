@@ -344,6 +344,7 @@ fn reasons_name_what_changed_never_a_secret() {
     upstream.transport.shape = StreamShape::Ws {
         path: "/ws".into(),
         host: "c.example".into(),
+        early_data: None,
     };
     upstream.transport.address_family = AddressFamily::Ipv4Only;
     let p = plan(&state, &next);

@@ -14,5 +14,7 @@ pub mod sniff;
 pub mod socks;
 pub mod ss2022;
 pub mod trojan;
+pub mod vless;
+pub mod ws;
 
 pub use addr::Address;

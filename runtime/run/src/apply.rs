@@ -182,12 +182,15 @@ impl Runtime {
                             step.tag, step.version
                         )
                     };
-                    // A running inbound on the same address hands its socket over.
+                    // A running inbound on the same address hands its socket
+                    // over; on port 0 (any port) only the one it replaces,
+                    // of the same tag, so it keeps the port it was given.
                     let handoff = old
                         .and_then(|o| {
-                            o.inbounds
-                                .values()
-                                .find_map(|i| i.handoff(inbound_spec.listen))
+                            o.inbounds.iter().find_map(|(tag, i)| {
+                                let same_tag = *tag == step.tag;
+                                i.handoff(inbound_spec.listen, same_tag)
+                            })
                         })
                         .transpose()
                         .map_err(fail)?;

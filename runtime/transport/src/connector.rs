@@ -11,6 +11,7 @@ use crate::dial::Dialer;
 use crate::keepalive::set_keepalive;
 use crate::resolve::{order, Resolver};
 use crate::tls::TlsConnector;
+use crate::ws::WsSettings;
 use crate::Stream;
 
 /// How to reach one proxy server.
@@ -23,6 +24,8 @@ pub struct Connector {
     resolver: Resolver,
     /// Layered over the TCP connection when the spec carries TLS.
     tls: Option<TlsConnector>,
+    /// Layered over TCP or TLS for a ws shape.
+    ws: Option<WsSettings>,
 }
 
 impl Connector {
@@ -30,7 +33,8 @@ impl Connector {
     /// configuration and its CA bundle included; opens no socket.
     pub fn build(upstream: &Upstream, dialer: Dialer, resolver: Resolver) -> io::Result<Self> {
         let transport = &upstream.transport;
-        let tls = match transport.shape {
+        let mut ws = None;
+        let tls = match &transport.shape {
             StreamShape::Tcp => None,
             StreamShape::Tls => {
                 let spec = transport
@@ -39,7 +43,30 @@ impl Connector {
                     .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "missing tls"))?;
                 Some(TlsConnector::build(spec, &[])?)
             }
-            ref other => {
+            StreamShape::Ws {
+                path,
+                host,
+                early_data,
+            } => {
+                if host.is_empty() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "missing ws host",
+                    ));
+                }
+                ws = Some(WsSettings {
+                    host: host.clone(),
+                    path: path.clone(),
+                    early_data: early_data.clone(),
+                });
+                // TLS exactly when the spec carries it (seed 000), with
+                // ALPN http/1.1 unless the spec names its own.
+                match &transport.tls {
+                    Some(spec) => Some(TlsConnector::build(spec, &["http/1.1"])?),
+                    None => None,
+                }
+            }
+            other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     format!(
@@ -55,6 +82,7 @@ impl Connector {
             dialer,
             resolver,
             tls,
+            ws,
         })
     }
 
@@ -71,6 +99,13 @@ impl Connector {
     /// Resolves the server under the address family, connects to the first
     /// address that answers, sets keepalive and layers the transport.
     pub async fn connect(&self) -> io::Result<Stream> {
+        Ok(self.connect_sending(&[]).await?.0)
+    }
+
+    /// As [`Connector::connect`], sending what the transport allows of
+    /// `first`, the stream's first bytes, inside its own handshake (a
+    /// WebSocket's early data); returns how many of them it sent.
+    pub async fn connect_sending(&self, first: &[u8]) -> io::Result<(Stream, usize)> {
         let ips = order(
             self.resolver.lookup(&self.server.host.name()).await?,
             self.family,
@@ -87,17 +122,35 @@ impl Connector {
         }
         let tcp = self.dialer.connect_any(&addrs).await?;
         set_keepalive(SockRef::from(&tcp));
-        let Some(tls) = &self.tls else {
-            return Ok(Stream::Tcp(tcp));
+        let stream = match &self.tls {
+            None => Stream::Tcp(tcp),
+            Some(tls) => Stream::Tls(Box::new(self.within("tls", tls.connect(tcp)).await?)),
         };
-        // A server that takes the connection and never answers the hello
-        // fails the dial in the connect timeout, as a silent address does.
+        match &self.ws {
+            None => Ok((stream, 0)),
+            Some(ws) => {
+                let early = ws.early(first);
+                let sent = early.map_or(0, |e| e.bytes.len());
+                let ws = self.within("websocket", ws.upgrade(stream, early)).await?;
+                Ok((Stream::Ws(Box::new(ws)), sent))
+            }
+        }
+    }
+
+    /// Runs a layer's handshake in the connect timeout: a server that takes
+    /// the connection and never answers fails the dial as a silent address
+    /// does.
+    async fn within<T>(
+        &self,
+        what: &str,
+        handshake: impl std::future::Future<Output = io::Result<T>>,
+    ) -> io::Result<T> {
         let limit = self.dialer.connect_timeout();
-        match tokio::time::timeout(limit, tls.connect(tcp)).await {
-            Ok(session) => Ok(Stream::Tls(Box::new(session?))),
+        match tokio::time::timeout(limit, handshake).await {
+            Ok(done) => done,
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("tls handshake with {} timed out", self.server.host),
+                format!("{what} handshake with {} timed out", self.server.host),
             )),
         }
     }

@@ -6,6 +6,7 @@
 //!   it resolves the proxy server, connects, sets keepalive and layers TLS;
 //! - [`Acceptor`] and [`listen`]: the server side, the listening socket and
 //!   the TLS accept under its time limit;
+//! - [`ws`]: the WebSocket upgrade and its messages as a byte stream;
 //! - [`Stream`]: the one stream type both sides hand the protocols, and
 //!   [`Prefixed`] for bytes read ahead of it.
 //!
@@ -20,6 +21,7 @@ mod prefixed;
 pub mod resolve;
 mod stream;
 pub mod tls;
+pub mod ws;
 
 pub use acceptor::{listen, Acceptor};
 pub use connector::Connector;

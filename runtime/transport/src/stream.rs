@@ -9,12 +9,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 
+use crate::ws::WsStream;
+
 /// A closed enum, so the relay can see plain TCP (its splice fast path)
 /// and nothing is boxed but what is far larger than the rest.
 pub enum Stream {
     Tcp(TcpStream),
     /// Boxed: the TLS session is far larger than a socket.
     Tls(Box<SslStream<TcpStream>>),
+    /// Boxed: a WebSocket over TCP or TLS, with its buffers.
+    Ws(Box<WsStream>),
 }
 
 impl Stream {
@@ -23,6 +27,7 @@ impl Stream {
         match self {
             Stream::Tcp(tcp) => tcp,
             Stream::Tls(tls) => tls.get_ref(),
+            Stream::Ws(ws) => ws.get_ref().socket(),
         }
     }
 
@@ -31,7 +36,7 @@ impl Stream {
     pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
         match self {
             Stream::Tcp(tcp) => Some(tcp),
-            Stream::Tls(_) => None,
+            Stream::Tls(_) | Stream::Ws(_) => None,
         }
     }
 }
@@ -45,6 +50,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_read(cx, buf),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+            Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -58,6 +64,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_write(cx, buf),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+            Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -65,6 +72,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_flush(cx),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+            Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_flush(cx),
         }
     }
 
@@ -72,6 +80,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_shutdown(cx),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+            Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -398,13 +398,20 @@ fn server_tls(cx: &mut Cx<'_>, body: &Body) -> Option<Spanned<ServerTlsConfig>> 
     ))
 }
 
-const WS: &[(&str, Shape)] = &[("path", Setting), ("host", Setting)];
+const WS: &[(&str, Shape)] = &[
+    ("path", Setting),
+    ("host", Setting),
+    ("max_early_data", Setting),
+    ("early_data_header_name", Setting),
+];
 
 fn ws(cx: &mut Cx<'_>, body: &Body) -> Spanned<WsConfig> {
     let f = cx.fields(body, WS);
     let config = WsConfig {
         path: take(cx, &f, "path", |cx, v| cx.string(v)),
         host: take(cx, &f, "host", |cx, v| cx.string(v)),
+        max_early_data: take(cx, &f, "max_early_data", |cx, v| cx.uint::<u32>(v)),
+        early_data_header_name: take(cx, &f, "early_data_header_name", |cx, v| cx.string(v)),
     };
     Spanned::new(body.span.clone(), config)
 }

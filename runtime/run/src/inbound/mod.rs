@@ -125,10 +125,12 @@ impl Inbound {
 
     /// A handle on the listening socket, for the inbound that replaces this
     /// one on `addr`; `None` when this one listens elsewhere.
-    /// `addr` with port 0 asks for any port, which a new socket gives: it
-    /// never takes over another inbound's.
-    pub fn handoff(&self, addr: SocketAddr) -> Option<io::Result<Socket>> {
-        (addr.port() != 0 && self.listen == addr).then(|| self.socket.try_clone())
+    /// `addr` with port 0 asks for any port: only the inbound being
+    /// replaced (`same_tag`) hands its socket over, so it keeps its port,
+    /// and a new inbound never takes another's.
+    pub fn handoff(&self, addr: SocketAddr, same_tag: bool) -> Option<io::Result<Socket>> {
+        let any_port = addr.port() == 0;
+        (self.listen == addr && (same_tag || !any_port)).then(|| self.socket.try_clone())
     }
 
     /// The address the listening socket is bound to: for port 0, the port

@@ -6,7 +6,7 @@
 use std::io;
 
 use etemenanki_proto::codec::{ClientCodec, ClientStep};
-use etemenanki_transport::Stream;
+use etemenanki_transport::{Connector, Stream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The most a handshake reads before its answer is whole: seed 000's client
@@ -20,8 +20,32 @@ pub async fn handshake<C: ClientCodec>(
     codec: &mut C,
 ) -> io::Result<(C::Reply, Vec<u8>)> {
     let mut out = Vec::with_capacity(C::STAGING_RESERVE);
+    let step = codec.start(&mut out);
+    drive(stream, codec, out, step).await
+}
+
+/// Dials with `connector` and runs `codec` over the stream, its first
+/// bytes inside the transport's own handshake where the transport carries
+/// early data (a WebSocket's, when the plan asks for it).
+pub async fn dial<C: ClientCodec>(
+    connector: &Connector,
+    codec: &mut C,
+) -> io::Result<(Stream, C::Reply, Vec<u8>)> {
+    let mut out = Vec::with_capacity(C::STAGING_RESERVE);
+    let step = codec.start(&mut out);
+    let (mut stream, sent) = connector.connect_sending(&out).await?;
+    out.drain(..sent.min(out.len()));
+    let (reply, ahead) = drive(&mut stream, codec, out, step).await?;
+    Ok((stream, reply, ahead))
+}
+
+async fn drive<C: ClientCodec>(
+    stream: &mut Stream,
+    codec: &mut C,
+    mut out: Vec<u8>,
+    mut step: ClientStep<C::Reply>,
+) -> io::Result<(C::Reply, Vec<u8>)> {
     let mut input = Vec::new();
-    let mut step = codec.start(&mut out);
     loop {
         if !out.is_empty() {
             stream.write_all(&out).await?;

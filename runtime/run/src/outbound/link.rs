@@ -12,8 +12,9 @@ use tokio::io::ReadBuf;
 use super::freedom::ResolvingUdp;
 use super::shadowsocks_udp::SsUdp;
 use super::socks_udp::SocksUdp;
-use super::trojan::TrojanUdp;
 use super::ss2022_udp::Ss2022Udp;
+use super::trojan::TrojanUdp;
+use super::vless::VlessUdp;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -43,6 +44,7 @@ pub enum OutboundDatagram {
     Freedom(Box<ResolvingUdp>),
     Socks(Box<SocksUdp>),
     Trojan(Box<TrojanUdp>),
+    Vless(Box<VlessUdp>),
     Shadowsocks(Box<SsUdp>),
     /// Boxed: two datagram buffers' pointers and a session's keys.
     Ss2022(Box<Ss2022Udp>),
@@ -66,6 +68,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Freedom(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Trojan(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Vless(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
@@ -81,6 +84,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Freedom(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Trojan(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Vless(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,

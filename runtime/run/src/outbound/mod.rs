@@ -15,6 +15,8 @@ mod ss2022_udp;
 mod stream;
 mod stream_datagrams;
 mod trojan;
+mod vless;
+mod vless_stream;
 
 use std::io;
 use std::net::IpAddr;
@@ -37,6 +39,7 @@ use socks::Socks;
 use ss2022::Ss2022;
 pub use stream::OutboundStream;
 use trojan::Trojan;
+use vless::Vless;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -54,6 +57,7 @@ enum Kind {
     Shadowsocks(Box<Shadowsocks>),
     /// Boxed: it holds a resolver for its UDP sessions.
     Ss2022(Box<Ss2022>),
+    Vless(Vless),
     Blackhole,
 }
 
@@ -117,6 +121,10 @@ impl Outbound {
                     keys,
                 )))
             }
+            OutboundProtocol::Vless { upstream, id } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Vless(Vless::new(connector, id.expose()))
+            }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -168,6 +176,7 @@ impl Outbound {
             Kind::Trojan(trojan) => trojan.connect(destination).await,
             Kind::Shadowsocks(ss) => ss.connect(destination).await,
             Kind::Ss2022(ss) => ss.connect(destination).await,
+            Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -176,12 +185,17 @@ impl Outbound {
     /// the outbound, as the link it yields does through the fan-out, so a
     /// connection or tunnel the version shares lives while any flow needs
     /// it, whatever the drain policy.
-    pub fn connect_datagram(self: &Arc<Self>) -> DatagramFuture {
+    ///
+    /// `toward` is where the packet that opens the link goes: the one
+    /// target of a VLESS link (seed 000, "VLESS and VMess sub-links carry
+    /// one target"); the other links address every packet on its own.
+    pub fn connect_datagram(self: &Arc<Self>, toward: &Address) -> DatagramFuture {
         let outbound = self.clone();
-        Box::pin(async move { outbound.open_datagram().await })
+        let toward = toward.clone();
+        Box::pin(async move { outbound.open_datagram(&toward).await })
     }
 
-    async fn open_datagram(&self) -> io::Result<OutboundDatagram> {
+    async fn open_datagram(&self, toward: &Address) -> io::Result<OutboundDatagram> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
                 .bind_udp()
@@ -206,6 +220,10 @@ impl Outbound {
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
             )),
+            Kind::Vless(vless) => vless
+                .associate(toward)
+                .await
+                .map(|udp| OutboundDatagram::Vless(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
     }

@@ -6,6 +6,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use etemenanki_transport::{Prefixed, Stream};
+
+use super::vless_stream::VlessStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -24,6 +26,8 @@ pub enum OutboundStream {
     Shadowsocks(Box<SsFramed>),
     /// A Shadowsocks 2022 flow: boxed, its codec holds two key schedules.
     Ss2022(Box<Ss2022Framed>),
+    /// A VLESS tunnel, whose first reads skip the response header.
+    Vless(VlessStream),
     /// Reads EOF at once and swallows every write.
     Blackhole,
 }
@@ -44,6 +48,7 @@ impl OutboundStream {
         match self {
             OutboundStream::Transport(stream) => stream.as_plain_tcp(),
             OutboundStream::Prefixed(_)
+            | OutboundStream::Vless(_)
             | OutboundStream::Shadowsocks(_)
             | OutboundStream::Ss2022(_)
             | OutboundStream::Blackhole => None,
@@ -57,6 +62,7 @@ impl OutboundStream {
             OutboundStream::Prefixed(prefixed) => prefixed.get_ref().socket(),
             OutboundStream::Shadowsocks(framed) => framed.get_ref().socket(),
             OutboundStream::Ss2022(framed) => framed.get_ref().socket(),
+            OutboundStream::Vless(vless) => vless.get_ref().socket(),
             OutboundStream::Blackhole => return None,
         };
         socket.local_addr().ok()
@@ -74,6 +80,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Vless(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -90,6 +97,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Vless(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
         }
     }
@@ -100,6 +108,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Vless(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -110,6 +119,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Vless(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }

@@ -1,0 +1,60 @@
+//! vless: a tunnel per TCP flow over the upstream's transport, the request
+//! header written at dial and the response header skipped on the first
+//! read ([`VlessStream`]); and per fan-out sub-link a UDP request to the
+//! one target of the packet that opened it, its packets length-prefixed
+//! inside the stream.
+
+use std::io;
+
+use etemenanki_ir::spec::Uuid;
+use etemenanki_proto::vless::{Request, UdpFraming};
+use etemenanki_proto::Address;
+use etemenanki_transport::{Connector, Stream};
+
+use super::handshake::dial;
+use super::stream_datagrams::StreamDatagrams;
+use super::vless_stream::VlessStream;
+use super::OutboundStream;
+
+/// Seed 000's client runtime buffer for VLESS: each of a UDP link's two
+/// buffers. A packet of more than `VLESS_BUF - 2` payload bytes does not
+/// fit.
+pub const VLESS_BUF: usize = 16 * 1024;
+
+pub type VlessUdp = StreamDatagrams<Stream, UdpFraming, VLESS_BUF>;
+
+pub struct Vless {
+    connector: Connector,
+    id: [u8; 16],
+}
+
+impl Vless {
+    pub fn new(connector: Connector, id: &Uuid) -> Vless {
+        Vless {
+            connector,
+            id: id.0,
+        }
+    }
+
+    /// Dials the server and writes the request. VLESS answers nothing
+    /// before the target's first bytes, so the dial resolves once the
+    /// request is flushed: an unreachable server, a refused connection and
+    /// a failed TLS or WebSocket handshake fail it; an unknown id closes
+    /// the stream, which its first read reports.
+    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+        let mut codec = Request::tcp(&self.id, destination);
+        // The request opens without reading, so nothing was read ahead;
+        // over a WebSocket with early data it rides in the upgrade.
+        let (stream, (), _) = dial(&self.connector, &mut codec).await?;
+        Ok(OutboundStream::Vless(VlessStream::new(stream)))
+    }
+
+    /// Opens a UDP request to `target`, the destination of the packet that
+    /// opens the sub-link: every packet goes there and every reply is
+    /// attributed to it, whatever address a later packet names.
+    pub async fn associate(&self, target: &Address) -> io::Result<VlessUdp> {
+        let mut codec = Request::udp(&self.id, target);
+        let (stream, (), ahead) = dial(&self.connector, &mut codec).await?;
+        StreamDatagrams::new(stream, UdpFraming::new(target.clone()), &ahead)
+    }
+}
