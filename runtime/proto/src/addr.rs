@@ -145,6 +145,10 @@ mod tests {
         addr.set_host("127.0.0.1", 1).unwrap();
         assert_eq!(addr, Address::Ip("127.0.0.1:1".parse().unwrap()));
         assert!(addr.set_host("bad\0name", 2).is_none());
-        assert_eq!(addr, Address::Ip("127.0.0.1:1".parse().unwrap()), "unchanged");
+        assert_eq!(
+            addr,
+            Address::Ip("127.0.0.1:1".parse().unwrap()),
+            "unchanged"
+        );
     }
 }

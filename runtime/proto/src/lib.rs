@@ -11,5 +11,6 @@ pub mod codec;
 pub mod http;
 pub mod sniff;
 pub mod socks;
+pub mod vmess;
 
 pub use addr::Address;
