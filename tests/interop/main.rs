@@ -13,3 +13,4 @@ mod support;
 mod tinyproxy;
 mod tls;
 mod v2ray;
+mod vmess;

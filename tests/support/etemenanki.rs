@@ -63,6 +63,20 @@ impl Config {
         self.outbound("http", Some(server), login)
     }
 
+    /// The default outbound: a `protocol` client of `server`, with the
+    /// outbound's tables (`[outbound.stream]`, `[outbound.settings]`, ...)
+    /// as `tables` writes them.
+    pub fn proxy_out(mut self, protocol: &str, server: SocketAddr, tables: &str) -> Config {
+        let _ = write!(
+            self.text,
+            "[[outbound]]\ntag = \"out\"\nprotocol = \"{protocol}\"\n\
+             server = \"{}\"\nport = {}\n{tables}\n[route]\ndefault = \"out\"\n",
+            server.ip(),
+            server.port()
+        );
+        self
+    }
+
     /// The default outbound: `freedom`, straight to the destination.
     pub fn freedom(self) -> Config {
         self.outbound("freedom", None, None)

@@ -79,6 +79,11 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
         framed
     }
 
+    /// The stream the frames travel on.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
     /// Gives the read buffer back once nothing in it is left to hand out.
     fn release_read(&mut self) {
         if self.at == self.filled && self.payload.is_empty() {

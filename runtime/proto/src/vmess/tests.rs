@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::body::{BodyOpener, HEADROOM, TAILROOM};
 use super::test_support::{hex, open_request, respond};
 use super::*;
-use crate::codec::{ClientCodec, ClientStep, Opened, StreamCodec};
+use crate::codec::{ClientCodec, ClientStep, DatagramCodec, Opened, StreamCodec};
 use crate::Address;
 
 const SECURITIES: [Security; 4] = [
@@ -299,4 +299,52 @@ fn a_request_captured_from_another_client_opens() {
         &body[payload],
         b"GET / HTTP/1.1\r\nHost: ip.sb\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n\r\n"
     );
+}
+
+#[test]
+fn udp_packets_keep_their_boundaries_and_come_back_from_the_one_target() {
+    let user = User::new(&uuid());
+    let target = Address::Ip("192.0.2.53:53".parse().unwrap());
+    let elsewhere = Address::Domain("ignored.example".into(), 9);
+    let packets: [&[u8]; 3] = [b"query one", &[0xab; 1200], b"q3"];
+    for security in SECURITIES {
+        for step in [1, 20, 1300, usize::MAX] {
+            let entropy = entropy(3);
+            let request =
+                Request::new(&user, Command::Udp, &target, security, at(1_800_000_000), [2; 4], &entropy)
+                    .unwrap();
+            let opened = open_request(user.cmd_key(), &dial_bytes(request));
+            assert_eq!((opened.command, &opened.target), (2, &target));
+            let session = Session::new(security, &entropy);
+            let mut client = VmessDatagram::new(&session, target.clone()).unwrap();
+
+            // Up: each packet one chunk, whatever address it names.
+            let mut server = BodyOpener::new(security, true, &opened.body).unwrap();
+            for packet in packets {
+                let mut buf = vec![0u8; HEADROOM + packet.len() + TAILROOM];
+                buf[HEADROOM..HEADROOM + packet.len()].copy_from_slice(packet);
+                let range = client.seal_to(&mut buf, packet.len(), &elsewhere).unwrap();
+                let mut wire = buf[range].to_vec();
+                let Opened::Frame { consumed, payload } = server.open(&mut wire).unwrap() else {
+                    panic!("one whole chunk");
+                };
+                assert_eq!((consumed, &wire[payload]), (wire.len(), packet));
+            }
+
+            // Down: the response header, then the packets, split anywhere.
+            let wire = respond(&session.response, entropy.response_auth, security, true, &packets);
+            let mut held = Vec::new();
+            let mut got = Vec::new();
+            for piece in wire.chunks(step.min(wire.len())) {
+                held.extend_from_slice(piece);
+                while let Some(packet) = client.open_from(&mut held).unwrap() {
+                    assert_eq!(packet.peer, target);
+                    got.push(held[packet.payload.clone()].to_vec());
+                    held.drain(..packet.consumed);
+                }
+            }
+            assert!(held.is_empty());
+            assert_eq!(got, packets, "{security:?} step {step}");
+        }
+    }
 }

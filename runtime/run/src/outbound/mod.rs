@@ -9,6 +9,7 @@ mod link;
 mod socks;
 mod socks_udp;
 mod stream;
+mod vmess;
 
 use std::io;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
 pub use stream::OutboundStream;
+use vmess::Vmess;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -38,6 +40,7 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    Vmess(Vmess),
     Blackhole,
 }
 
@@ -66,6 +69,14 @@ impl Outbound {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),
                 }
+            }
+            OutboundProtocol::Vmess {
+                upstream,
+                id,
+                security,
+            } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Vmess(Vmess::new(connector, id.expose(), *security)?)
             }
             other => {
                 return Err(io::Error::new(
@@ -108,6 +119,7 @@ impl Outbound {
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Vmess(vmess) => vmess.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -130,6 +142,10 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
+            Kind::Vmess(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "vmess UDP is not supported by this runtime yet",
+            )),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",
