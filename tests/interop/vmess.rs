@@ -55,7 +55,13 @@ fn start_sing_box(sing_box: &Path, dir: &Path, listen: SocketAddr) -> Process {
 }
 
 /// Our socks inbound on `front`, its default outbound VMess to `server`.
-fn start_ours(dir: &Path, front: SocketAddr, server: SocketAddr, id: &str, security: &str) -> Process {
+fn start_ours(
+    dir: &Path,
+    front: SocketAddr,
+    server: SocketAddr,
+    id: &str,
+    security: &str,
+) -> Process {
     Config::default()
         .socks_in(front, None)
         .proxy_out(
@@ -68,7 +74,12 @@ fn start_ours(dir: &Path, front: SocketAddr, server: SocketAddr, id: &str, secur
 
 /// client → our socks inbound → our VMess outbound with `security` → the
 /// server `start` brings up → echo: a short message and 4 MiB each way.
-fn carries_bulk(test: &str, server: &str, security: &str, start: fn(&Path, &Path, SocketAddr) -> Process) {
+fn carries_bulk(
+    test: &str,
+    server: &str,
+    security: &str,
+    start: fn(&Path, &Path, SocketAddr) -> Process,
+) {
     let Some(binary) = peer(test, server) else {
         return;
     };
@@ -171,20 +182,29 @@ fn vmess_with_a_wrong_id_is_refused_by_v2ray_and_ours_keeps_serving() {
     let front = free_addr();
     let ours = start_ours(&dir, front, upstream, OTHER_ID, "aes-128-gcm");
 
-    // The dial succeeds (VMess answers nothing until it has data to send),
-    // then v2ray drains what we send and closes: no byte comes back.
+    // The dial succeeds (VMess answers nothing until it has data to send).
+    // v2ray drains a few KiB of what we send and closes: with more unread
+    // behind them, the close is a reset.
     let mut stream = socks5_connect(front, echo, None).unwrap();
     stream.write_all(&pattern(64 * 1024)).expect("writing");
-    let started = Instant::now();
     assert!(read_until_closed(&mut stream).is_empty(), "nothing echoed");
-    assert!(started.elapsed() < Duration::from_secs(15), "closed, not timed out");
     v2ray.wait_for_log("invalid user");
+    ours.wait_for_log("ended: Connection reset by peer");
+
+    // With less than it drains, v2ray waits out its handshake timeout and
+    // closes: we see the end before any response header.
+    let started = Instant::now();
+    let mut stream = socks5_connect(front, echo, None).unwrap();
+    stream.write_all(b"short").expect("writing");
+    assert!(read_until_closed(&mut stream).is_empty(), "nothing echoed");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "closed, not timed out"
+    );
     ours.wait_for_log("vmess: the server closed the connection without a response");
-    assert!(!v2ray.log().contains(&format!("127.0.0.1:{}", echo.port())));
-    // The failed flow ended alone: the next one is dialed as well.
-    let mut again = socks5_connect(front, echo, None).unwrap();
-    again.write_all(b"again").expect("writing");
-    assert!(read_until_closed(&mut again).is_empty());
+    assert!(!v2ray
+        .log()
+        .contains(&format!("accepted tcp:127.0.0.1:{}", echo.port())));
 }
 
 /// Concurrent VMess connections held open at once, each echoing.
@@ -210,16 +230,24 @@ fn five_hundred_concurrent_vmess_connections_leave_v2ray_no_replayed_request() {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut streams = Vec::with_capacity(LOAD);
     for i in 0..LOAD {
-        assert!(Instant::now() < deadline, "opening {i} of {LOAD} took too long");
+        assert!(
+            Instant::now() < deadline,
+            "opening {i} of {LOAD} took too long"
+        );
         let mut stream = socks5_connect(front, echo, None).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .expect("a read timeout");
-        stream.write_all(format!("ping {i:04}").as_bytes()).expect("writing");
+        stream
+            .write_all(format!("ping {i:04}").as_bytes())
+            .expect("writing");
         streams.push(stream);
     }
     for (i, stream) in streams.iter_mut().enumerate() {
-        assert!(Instant::now() < deadline, "echo {i} of {LOAD} took too long");
+        assert!(
+            Instant::now() < deadline,
+            "echo {i} of {LOAD} took too long"
+        );
         let mut got = [0u8; 9];
         stream
             .read_exact(&mut got)
@@ -228,6 +256,13 @@ fn five_hundred_concurrent_vmess_connections_leave_v2ray_no_replayed_request() {
     }
     drop(streams);
     let log = v2ray.log();
-    assert!(!log.contains("replayed"), "v2ray saw a replayed auth id:\n{log}");
-    assert!(!log.contains("invalid user"), "v2ray refused a request:\n{log}");
+    // Not "replayed" alone: the scratch directory's name, in the log, has it.
+    assert!(
+        !log.contains("replayed request"),
+        "v2ray saw a replayed auth id:\n{log}"
+    );
+    assert!(
+        !log.contains("invalid user"),
+        "v2ray refused a request:\n{log}"
+    );
 }

@@ -143,22 +143,34 @@ impl BodySealer {
 }
 
 /// Opens one direction's chunks in place, split anywhere across reads.
+///
+/// A masked chunk of a stream is handed out as its bytes arrive: nothing
+/// authenticates it, and servers send them as long as a 16-bit length
+/// allows (sing-box does under `none`), more than a client buffer holds.
+/// A sealed chunk, and any chunk of packets, is opened whole.
 pub struct BodyOpener {
     framing: Framing,
+    /// Masked chunks may be handed out in pieces.
+    in_pieces: bool,
     cipher: Option<ChunkCipher>,
     mask: Mask,
     /// The chunk at the front, once its length is read: what follows the
     /// length, and how much of that is padding.
     pending: Option<(usize, usize)>,
+    /// What is left of a masked chunk whose start was handed out.
+    left: usize,
 }
 
 impl BodyOpener {
     pub fn new(security: Security, packets: bool, body: &BodyKey) -> io::Result<Self> {
+        let framing = security.framing(packets);
         Ok(Self {
-            framing: security.framing(packets),
+            framing,
+            in_pieces: framing == Framing::Masked && !packets,
             cipher: ChunkCipher::new(security, body)?,
             mask: Mask::new(&body.iv),
             pending: None,
+            left: 0,
         })
     }
 
@@ -168,6 +180,17 @@ impl BodyOpener {
     pub fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
         if self.framing == Framing::Raw {
             return Ok(match buf.len() {
+                0 => Opened::NeedMore { needed: 1 },
+                n => Opened::Frame {
+                    consumed: n,
+                    payload: 0..n,
+                },
+            });
+        }
+        if self.left > 0 {
+            let n = self.left.min(buf.len());
+            self.left -= n;
+            return Ok(match n {
                 0 => Opened::NeedMore { needed: 1 },
                 n => Opened::Frame {
                     consumed: n,
@@ -194,6 +217,15 @@ impl BodyOpener {
                 (size, padding)
             }
         };
+        if self.in_pieces && buf.len() < HEADROOM + size {
+            // The length and what arrived of the payload; the rest later.
+            self.pending = None;
+            self.left = HEADROOM + size - buf.len();
+            return Ok(Opened::Frame {
+                consumed: buf.len(),
+                payload: HEADROOM..buf.len(),
+            });
+        }
         let Some(chunk) = buf.get_mut(..HEADROOM + size) else {
             return Ok(Opened::NeedMore {
                 needed: HEADROOM + size,
@@ -299,6 +331,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A masked chunk longer than any client buffer, as sing-box sends
+    /// under `none`: its bytes come out as they arrive, and the chunk after
+    /// it opens as usual.
+    #[test]
+    fn a_masked_chunk_of_a_stream_is_handed_out_as_it_arrives() {
+        let long = vec![0x42u8; 0xffff];
+        let wire = seal_all(Security::None, false, &[&long, b"next"]);
+        let mut opener = BodyOpener::new(Security::None, false, &body()).unwrap();
+        let mut got = Vec::new();
+        let mut largest = 0;
+        let mut held = Vec::new();
+        for piece in wire.chunks(1000) {
+            held.extend_from_slice(piece);
+            while !held.is_empty() {
+                let Opened::Frame { consumed, payload } = opener.open(&mut held).unwrap() else {
+                    break;
+                };
+                largest = largest.max(consumed);
+                got.extend_from_slice(&held[payload]);
+                held.drain(..consumed);
+            }
+            assert!(held.len() < 2, "at most a split length is held back");
+        }
+        assert!(largest <= 1000, "nothing waits for the whole chunk");
+        assert!(got == [&long[..], b"next"].concat());
     }
 
     #[test]

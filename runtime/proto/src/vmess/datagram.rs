@@ -28,8 +28,16 @@ pub struct VmessDatagram {
 impl VmessDatagram {
     pub fn new(session: &Session, target: Address) -> io::Result<Self> {
         Ok(Self {
-            sealer: BodySealer::new(session.security, true, &session.request, &session.padding_seed)?,
-            response: Some(ResponseOpener::new(&session.response, session.response_auth)?),
+            sealer: BodySealer::new(
+                session.security,
+                true,
+                &session.request,
+                &session.padding_seed,
+            )?,
+            response: Some(ResponseOpener::new(
+                &session.response,
+                session.response_auth,
+            )?),
             opener: BodyOpener::new(session.security, true, &session.response)?,
             target,
             opened: 0,

@@ -310,9 +310,16 @@ fn udp_packets_keep_their_boundaries_and_come_back_from_the_one_target() {
     for security in SECURITIES {
         for step in [1, 20, 1300, usize::MAX] {
             let entropy = entropy(3);
-            let request =
-                Request::new(&user, Command::Udp, &target, security, at(1_800_000_000), [2; 4], &entropy)
-                    .unwrap();
+            let request = Request::new(
+                &user,
+                Command::Udp,
+                &target,
+                security,
+                at(1_800_000_000),
+                [2; 4],
+                &entropy,
+            )
+            .unwrap();
             let opened = open_request(user.cmd_key(), &dial_bytes(request));
             assert_eq!((opened.command, &opened.target), (2, &target));
             let session = Session::new(security, &entropy);
@@ -332,7 +339,13 @@ fn udp_packets_keep_their_boundaries_and_come_back_from_the_one_target() {
             }
 
             // Down: the response header, then the packets, split anywhere.
-            let wire = respond(&session.response, entropy.response_auth, security, true, &packets);
+            let wire = respond(
+                &session.response,
+                entropy.response_auth,
+                security,
+                true,
+                &packets,
+            );
             let mut held = Vec::new();
             let mut got = Vec::new();
             for piece in wire.chunks(step.min(wire.len())) {
