@@ -278,12 +278,10 @@ fn ip_on_demand_routes_a_name_by_its_addresses_at_the_first_ip_rule() {
 }
 
 #[test]
-fn a_udp_packet_addressed_by_name_is_routed_by_its_name_whatever_the_strategy() {
-    assert_eq!(
-        route_under("ip_if_non_match", &["udp", "localhost:53", "--resolved", "127.0.0.1"]),
-        "default -> direct: no rule matches\n\
-         domain strategy ip_if_non_match: a UDP packet addressed by name is routed by its name: the runtime does not resolve per packet\n"
-    );
+fn a_udp_packet_addressed_by_name_is_routed_by_its_addresses_as_a_tcp_flow_is() {
+    let udp = route_under("ip_if_non_match", &["udp", "localhost:53", "--resolved", "127.0.0.1"]);
+    assert!(udp.starts_with("rule 1 "), "{udp}");
+    assert!(udp.contains("-> block: geoip private (resolved 127.0.0.1)"), "{udp}");
 }
 
 #[test]

@@ -12,5 +12,6 @@ mod microsocks;
 mod support;
 mod tinyproxy;
 mod tls;
+mod trojan;
 mod v2ray;
 mod vmess;

@@ -10,10 +10,10 @@ use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, ExitStatus};
 
-use crate::support::binaries::{ours, peer};
+use crate::support::binaries::peer;
 use crate::support::certs::{Pair, Pki};
 use crate::support::client::{check_echo, http_connect, pattern, socks5_connect, Association};
-use crate::support::etemenanki::serve;
+use crate::support::etemenanki::start_ours;
 use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, http_origin, tcp_echo, udp_echo};
 use crate::support::BULK;
@@ -27,33 +27,6 @@ fn quoted(path: &Path) -> String {
         "a path that needs escaping: {text}"
     );
     format!("\"{text}\"")
-}
-
-/// Writes `text` to `<dir>/<file>` (`.toml` or `.et`), compiles it with the
-/// real `etc build` and serves the plan with `etemenanki-run`, waiting until
-/// every address in `listens` accepts connections.
-fn start_ours(dir: &Path, file: &str, text: &str, listens: &[SocketAddr]) -> Process {
-    let source = dir.join(file);
-    let plan = dir.join("plan.bin");
-    std::fs::write(&source, text).expect("writing the configuration");
-    let out = Command::new(ours("etc"))
-        .arg("build")
-        .arg(&source)
-        .arg("-o")
-        .arg(&plan)
-        .output()
-        .expect("running etc build");
-    assert!(
-        out.status.success(),
-        "etc build failed ({}):\n{}\nconfiguration:\n{text}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-    );
-    let mut process = serve(&plan, &[], dir);
-    for &addr in listens {
-        process.wait_listening(addr);
-    }
-    process
 }
 
 /// A plain `socks` (or `http`) inbound of ours, for the test's client.

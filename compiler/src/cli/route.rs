@@ -50,7 +50,7 @@ pub fn run(args: Args) -> ExitCode {
     let (host, port) = match parse_destination(&args.destination) {
         Ok(destination) => destination,
         Err(why) => {
-            eprintln!("error: {why}");
+            errln!("error: {why}");
             return ExitCode::from(USAGE);
         }
     };
@@ -82,11 +82,6 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         "names are not resolved for routing, so --resolved is ignored".to_owned()
-    } else if flow.network == Network::Udp {
-        print_decision(table, &flow, decision, None);
-        "a UDP packet addressed by name is routed by its name: the runtime does not resolve \
-         per packet"
-            .to_owned()
     } else if !table.wants_addresses(&flow, &decision) {
         print_decision(table, &flow, decision, None);
         not_resolved_because(table, decision).to_owned()
@@ -107,7 +102,7 @@ pub fn run(args: Args) -> ExitCode {
         };
         format!("{name} resolved to {}{outcome}", addresses.join(", "))
     };
-    println!("domain strategy {strategy}: {note}");
+    outln!("domain strategy {strategy}: {note}");
     ExitCode::SUCCESS
 }
 
@@ -120,7 +115,7 @@ fn print_decision(
     by: Option<IpAddr>,
 ) {
     let Some(index) = decision.rule else {
-        println!("default -> {}: no rule matches", decision.target);
+        outln!("default -> {}: no rule matches", decision.target);
         return;
     };
     let rule = &table.rules()[index];
@@ -135,7 +130,7 @@ fn print_decision(
         }
         None => rule.explain(flow).unwrap_or_default(),
     };
-    println!(
+    outln!(
         "rule {} (line {}) -> {}: {why}",
         index + 1,
         rule.line,

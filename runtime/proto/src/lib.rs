@@ -11,6 +11,7 @@ pub mod codec;
 pub mod http;
 pub mod sniff;
 pub mod socks;
+pub mod trojan;
 pub mod vmess;
 
 pub use addr::Address;

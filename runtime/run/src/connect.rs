@@ -39,9 +39,11 @@ pub async fn open_stream(
     inbound_tag: &str,
     flow: &Flow,
 ) -> io::Result<Opened> {
-    let outbound = route_stream(plane, inbound_tag, flow).await?;
+    let (outbound, resolved) = route_stream(plane, inbound_tag, flow).await?;
     let guard = outbound.drain.guard();
-    let stream = outbound.connect_stream(&flow.destination).await?;
+    let stream = outbound
+        .connect_stream(&flow.destination, resolved.as_deref())
+        .await?;
     Ok(Opened {
         stream,
         guard,

@@ -17,7 +17,7 @@ use crate::id::OutboundId;
 use crate::outbound::Outbound;
 use crate::own_inbounds::OwnInbounds;
 use crate::resolve::Resolver;
-use crate::route::{pick, RouteInput};
+
 
 #[derive(Clone)]
 pub enum Target {
@@ -121,11 +121,6 @@ impl Plane {
 
     pub fn own_inbounds(&self) -> &OwnInbounds {
         &self.own_inbounds
-    }
-
-    /// Routes by the table alone: a name is matched as a name.
-    pub fn route(&self, input: &RouteInput<'_>) -> Routed<'_> {
-        self.routed(pick(&self.route, input).1)
     }
 
     /// The target of the rule at `rule` (0-based), or the default.

@@ -7,9 +7,11 @@
 //! refused (see `own_inbounds.rs`). A TCP flow addressed by name is
 //! resolved here when the table's domain strategy wants its addresses
 //! ([`route_stream`]), with the plane's resolver, the one freedom dials
-//! with; the dial still goes to the name. A UDP packet is routed
-//! synchronously ([`route_datagram`]): a name routes as a name whatever the
-//! strategy, since waiting for DNS would stall every packet behind it.
+//! with, and a direct dial goes to those addresses. A UDP packet is routed
+//! synchronously ([`route_datagram`]): when the strategy wants a name's
+//! addresses, the fan-out looks them up beside its other work (waiting
+//! would stall every packet behind it) and routes the packet once they are
+//! known.
 
 use std::borrow::Cow;
 use std::io;
@@ -17,7 +19,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::route::{FlowKey, Host, Network, RouteTable};
+#[cfg(test)]
+use etemenanki_ir::route::RouteTable;
+use etemenanki_ir::route::{FlowKey, Host, Network};
 use etemenanki_proto::Address;
 
 use crate::connect::Flow;
@@ -35,8 +39,12 @@ pub struct RouteInput<'a> {
 }
 
 /// The chosen target tag and the index of the rule that chose it (`None`
-/// for the default).
-pub fn pick<'t>(table: &'t RouteTable, input: &RouteInput<'_>) -> (&'t str, Option<usize>) {
+/// for the default), by the table alone: the tests' view of a lookup.
+#[cfg(test)]
+pub fn pick<'t>(
+    table: &'t RouteTable,
+    input: &RouteInput<'_>,
+) -> (&'t str, Option<usize>) {
     let name = input.destination.domain().map(lowercase);
     let sniffed = input.sniffed.map(lowercase);
     let decision = table.route(&flow_key(input, name.as_deref(), sniffed.as_deref()));
@@ -79,15 +87,51 @@ pub fn refuse_own_inbound(plane: &ArcSwap<Plane>, destination: &Address) -> io::
     }
 }
 
+/// Why [`route_datagram`] did not route a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unrouted {
+    /// The destination is one of our own inbounds.
+    Refused(Refused),
+    /// The domain strategy wants the addresses of the packet's name, which
+    /// the caller has not looked up yet.
+    Resolve,
+}
+
 /// Routes one UDP packet for the fan-out, synchronously: a packet to one
-/// of our own inbounds is refused, anything else is routed by the table, a
-/// name as a name (`as_is` whatever the strategy). Allocates nothing but
-/// the lower-case copy of a name written in upper case.
-pub fn route_datagram<'p>(plane: &'p Plane, input: &RouteInput<'_>) -> Result<Routed<'p>, Refused> {
-    if let Address::Ip(addr) = input.destination {
-        plane.own_inbounds().check(*addr)?;
+/// of our own inbounds is refused, anything else is routed by the table. A
+/// name the domain strategy wants the addresses of is routed by them when
+/// the caller has them (`addresses`, looked up earlier), and is
+/// [`Unrouted::Resolve`] otherwise; it is refused if one of them is our own
+/// inbound. Allocates nothing but the lower-case copy of a name written in
+/// upper case.
+pub fn route_datagram<'p>(
+    plane: &'p Plane,
+    input: &RouteInput<'_>,
+    addresses: Option<&[IpAddr]>,
+) -> Result<Routed<'p>, Unrouted> {
+    let name = input.destination.domain().map(lowercase);
+    let key = flow_key(input, name.as_deref(), None);
+    if let Host::Ip(ip) = key.destination {
+        let own = plane.own_inbounds();
+        own.check(SocketAddr::new(ip, key.port))
+            .map_err(Unrouted::Refused)?;
     }
-    Ok(plane.route(input))
+    let table = plane.table();
+    let decision = table.route(&key);
+    if !table.wants_addresses(&key, &decision) {
+        return Ok(plane.routed(decision.rule));
+    }
+    let Some(addresses) = addresses else {
+        return Err(Unrouted::Resolve);
+    };
+    for ip in addresses {
+        plane
+            .own_inbounds()
+            .check(SocketAddr::new(*ip, key.port))
+            .map_err(Unrouted::Refused)?;
+    }
+    let (decision, _) = table.route_resolved(&key, decision, addresses);
+    Ok(plane.routed(decision.rule))
 }
 
 /// Routes a TCP flow on the current plane and picks the outbound it opens
@@ -97,11 +141,16 @@ pub fn route_datagram<'p>(plane: &'p Plane, input: &RouteInput<'_>) -> Result<Ro
 /// addresses of is resolved, refused if one of them is our own inbound, and
 /// routed again by them. A name that fails to resolve keeps the decision of
 /// its name: the dial will fail on it the same way.
+///
+/// Returns the outbound and the addresses the name was routed by, when it
+/// was resolved: a direct dial goes to exactly those, so a name whose
+/// answer changes between two lookups (DNS rebinding) cannot reach an
+/// address the rules refused.
 pub async fn route_stream(
     plane: &ArcSwap<Plane>,
     inbound_tag: &str,
     flow: &Flow,
-) -> io::Result<Arc<Outbound>> {
+) -> io::Result<(Arc<Outbound>, Option<Vec<IpAddr>>)> {
     let plane = plane.load_full();
     let own = plane.own_inbounds();
     let input = RouteInput {
@@ -120,6 +169,7 @@ pub async fn route_stream(
     let table = plane.table();
     let mut decision = table.route(&key);
     let mut resolved = None;
+    let mut routed_by = None;
     if let (true, Some(resolver), Host::Domain(host)) = (
         table.wants_addresses(&key, &decision),
         plane.resolver(),
@@ -131,6 +181,7 @@ pub async fn route_stream(
                     own.check_local(SocketAddr::new(*ip, key.port))?;
                 }
                 (decision, resolved) = table.route_resolved(&key, decision, &addresses);
+                routed_by = Some(addresses);
             }
             Err(e) => tracing::debug!(
                 "route: resolving {host} for the domain strategy failed ({e}); routed by its name"
@@ -152,7 +203,7 @@ pub async fn route_stream(
         ),
         resolved.map_or_else(String::new, |ip| format!(" (resolved {ip})")),
     );
-    Ok(outbound)
+    Ok((outbound, routed_by))
 }
 
 fn lowercase(name: &str) -> Cow<'_, str> {
@@ -211,7 +262,7 @@ mod tests {
         };
         route_stream(plane, "in", &flow)
             .await
-            .map(|o| o.id.to_string())
+            .map(|(o, _)| o.id.to_string())
     }
 
     fn domain(name: &str, port: u16) -> Address {
@@ -281,7 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn a_udp_packet_to_our_own_inbound_is_refused_and_others_route_synchronously() {
+    fn a_udp_packet_to_our_own_inbound_is_refused_and_a_name_waits_for_its_addresses() {
         let plane = guarded(DomainStrategy::IpIfNonMatch, &["[::]:1080"]);
         let plane = plane.load();
         let input = |destination| RouteInput {
@@ -293,17 +344,31 @@ mod tests {
         };
         let own = Address::Ip("[::1]:1080".parse().unwrap());
         assert_eq!(
-            route_datagram(&plane, &input(&own)).err(),
-            Some(Refused {
+            route_datagram(&plane, &input(&own), None).err(),
+            Some(Unrouted::Refused(Refused {
                 inbound: "[::]:1080".parse().unwrap()
-            })
+            }))
         );
         let lan = Address::Ip("192.168.1.1:53".parse().unwrap());
-        let routed = route_datagram(&plane, &input(&lan)).unwrap();
+        let routed = route_datagram(&plane, &input(&lan), None).unwrap();
         assert_eq!(routed.target.id().to_string(), "block@v1");
-        // A name routes as a name: resolving would stall the association.
+        // A name the strategy wants resolved waits for its addresses, and
+        // is routed by them once the caller has them.
         let name = domain("localhost", 53);
-        let routed = route_datagram(&plane, &input(&name)).unwrap();
+        assert_eq!(
+            route_datagram(&plane, &input(&name), None).err(),
+            Some(Unrouted::Resolve)
+        );
+        let loopback = ["127.0.0.1".parse().unwrap()];
+        let routed = route_datagram(&plane, &input(&name), Some(&loopback)).unwrap();
+        assert_eq!(routed.target.id().to_string(), "block@v1");
+        let global = ["1.1.1.1".parse().unwrap()];
+        let routed = route_datagram(&plane, &input(&name), Some(&global)).unwrap();
+        assert_eq!(routed.target.id().to_string(), "direct@v1");
+        // Under as_is a name routes as a name, and nothing is looked up.
+        let as_is = guarded(DomainStrategy::AsIs, &[]);
+        let as_is = as_is.load();
+        let routed = route_datagram(&as_is, &input(&name), None).unwrap();
         assert_eq!(routed.target.id().to_string(), "direct@v1");
     }
 

@@ -32,8 +32,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use crate::Address;
 
 /// Reads a SOCKS5 address (ATYP, address, port) from the start of `buf`.
-/// `Ok(None)` means more bytes are needed.
-fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
+/// `Ok(None)` means more bytes are needed. Trojan names addresses the same
+/// way.
+pub(crate) fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
     let mut addr = Address::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
     Ok(read_address_into(buf, &mut addr)?.map(|used| (addr, used)))
 }
@@ -110,16 +111,45 @@ fn write_socket_addr(addr: SocketAddr, out: &mut Vec<u8>) {
     out.extend_from_slice(&addr.port().to_be_bytes());
 }
 
-/// Appends a SOCKS5 address.
-fn write_address(addr: &Address, out: &mut Vec<u8>) {
+/// The bytes [`put_address`] writes for `addr`: at most 259 (type, length,
+/// a 255-byte name, port).
+pub(crate) fn address_len(addr: &Address) -> usize {
     match addr {
-        Address::Ip(addr) => write_socket_addr(*addr, out),
+        Address::Ip(SocketAddr::V4(_)) => 1 + 4 + 2,
+        Address::Ip(SocketAddr::V6(_)) => 1 + 16 + 2,
+        Address::Domain(name, _) => 1 + 1 + name.len().min(255) + 2,
+    }
+}
+
+/// Writes a SOCKS5 address into `out`, which is [`address_len`] bytes long:
+/// for a header sealed in place in front of a payload.
+pub(crate) fn put_address(addr: &Address, out: &mut [u8]) {
+    let port = match addr {
+        Address::Ip(SocketAddr::V4(v4)) => {
+            out[0] = ATYP_V4;
+            out[1..5].copy_from_slice(&v4.ip().octets());
+            v4.port()
+        }
+        Address::Ip(SocketAddr::V6(v6)) => {
+            out[0] = ATYP_V6;
+            out[1..17].copy_from_slice(&v6.ip().octets());
+            v6.port()
+        }
         Address::Domain(name, port) => {
             let name = &name.as_bytes()[..name.len().min(255)];
-            out.push(ATYP_DOMAIN);
-            out.push(name.len() as u8);
-            out.extend_from_slice(name);
-            out.extend_from_slice(&port.to_be_bytes());
+            out[0] = ATYP_DOMAIN;
+            out[1] = name.len() as u8;
+            out[2..2 + name.len()].copy_from_slice(name);
+            *port
         }
-    }
+    };
+    let at = out.len() - 2;
+    out[at..].copy_from_slice(&port.to_be_bytes());
+}
+
+/// Appends a SOCKS5 address.
+pub(crate) fn write_address(addr: &Address, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + address_len(addr), 0);
+    put_address(addr, &mut out[start..]);
 }

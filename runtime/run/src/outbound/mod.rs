@@ -9,9 +9,12 @@ mod link;
 mod socks;
 mod socks_udp;
 mod stream;
+mod stream_datagrams;
+mod trojan;
 mod vmess;
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
@@ -27,6 +30,7 @@ use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use socks::Socks;
 pub use stream::OutboundStream;
+use trojan::Trojan;
 use vmess::Vmess;
 
 pub struct Outbound {
@@ -40,6 +44,7 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    Trojan(Trojan),
     Vmess(Vmess),
     Blackhole,
 }
@@ -69,6 +74,10 @@ impl Outbound {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),
                 }
+            }
+            OutboundProtocol::Trojan { upstream, password } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Trojan(Trojan::new(connector, password.expose()))
             }
             OutboundProtocol::Vmess {
                 upstream,
@@ -111,14 +120,22 @@ impl Outbound {
         self.probe.as_ref()
     }
 
-    pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
+    /// Opens a TCP flow to `destination`. `resolved` holds the addresses
+    /// routing resolved a name to, if it did: a direct dial goes to those
+    /// and looks nothing up again; a proxy sends the name as it was.
+    pub async fn connect_stream(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+    ) -> io::Result<OutboundStream> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .connect(destination)
+                .connect(destination, resolved)
                 .await
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Trojan(trojan) => trojan.connect(destination).await,
             Kind::Vmess(vmess) => vmess.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
@@ -127,13 +144,15 @@ impl Outbound {
     /// Opens a UDP link on this version. The future owns a reference to
     /// the outbound, as the link it yields does through the fan-out, so a
     /// connection or tunnel the version shares lives while any flow needs
-    /// it, whatever the drain policy.
-    pub fn connect_datagram(self: &Arc<Self>) -> DatagramFuture {
+    /// it, whatever the drain policy. `first` is where the packet that
+    /// opens the link goes: the one target of a VMess link.
+    pub fn connect_datagram(self: &Arc<Self>, first: &Address) -> DatagramFuture {
         let outbound = self.clone();
-        Box::pin(async move { outbound.open_datagram().await })
+        let first = first.clone();
+        Box::pin(async move { outbound.open_datagram(&first).await })
     }
 
-    async fn open_datagram(&self) -> io::Result<OutboundDatagram> {
+    async fn open_datagram(&self, first: &Address) -> io::Result<OutboundDatagram> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
                 .bind_udp()
@@ -142,10 +161,14 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
-            Kind::Vmess(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "vmess UDP is not supported by this runtime yet",
-            )),
+            Kind::Trojan(trojan) => trojan
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Trojan(Box::new(udp))),
+            Kind::Vmess(vmess) => vmess
+                .associate(first)
+                .await
+                .map(|udp| OutboundDatagram::Vmess(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",

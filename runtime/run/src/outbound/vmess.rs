@@ -1,5 +1,8 @@
 //! vmess: a VMess AEAD tunnel per TCP flow over the upstream's transport,
-//! framed by the VMess body codec.
+//! framed by the VMess body codec; and per fan-out sub-link a UDP flow to
+//! one target, the destination of the packet that opened it, each packet
+//! one chunk of the tunnel (seed 000: the per-packet address is not
+//! carried, and every reply is attributed to that target).
 //!
 //! Each request draws its keys, IVs and padding from the system's CSPRNG
 //! and takes its timestamp when it is sealed, after the transport is up,
@@ -14,12 +17,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::SystemTime;
 
 use etemenanki_ir::spec::{Uuid, VmessSecurity};
-use etemenanki_proto::vmess::{Command, Entropy, Request, Security, Session, User, VmessStream};
+use etemenanki_proto::vmess::{
+    Command, Entropy, Request, Security, Session, User, VmessDatagram, VmessStream,
+};
 use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::handshake::handshake;
+use super::stream_datagrams::StreamDatagrams;
 use super::OutboundStream;
 use crate::framed::Framed;
 
@@ -27,6 +33,8 @@ use crate::framed::Framed;
 pub const VMESS_BUF: usize = 32 * 1024;
 
 pub type VmessFramed = Framed<Stream, VmessStream, VMESS_BUF>;
+
+pub type VmessUdp = StreamDatagrams<Stream, VmessDatagram, VMESS_BUF>;
 
 pub struct Vmess {
     connector: Connector,
@@ -100,5 +108,14 @@ impl Vmess {
         Ok(OutboundStream::Vmess(Box::new(Framed::new(
             stream, codec, &ahead,
         ))))
+    }
+
+    /// Opens a UDP flow to `target`, the first packet's destination.
+    pub async fn associate(&self, target: &Address) -> io::Result<VmessUdp> {
+        let mut stream = self.connector.connect().await?;
+        let (mut request, session) = self.request(Command::Udp, target)?;
+        let ((), ahead) = handshake(&mut stream, &mut request).await?;
+        let codec = VmessDatagram::new(&session, target.clone())?;
+        StreamDatagrams::new(stream, codec, &ahead)
     }
 }
