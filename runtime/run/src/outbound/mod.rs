@@ -45,7 +45,8 @@ enum Kind {
     Socks(Socks),
     Http(Http),
     Trojan(Trojan),
-    Vmess(Vmess),
+    /// Boxed: the auth id's AES key schedule is large.
+    Vmess(Box<Vmess>),
     Blackhole,
 }
 
@@ -85,7 +86,7 @@ impl Outbound {
                 security,
             } => {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
-                Kind::Vmess(Vmess::new(connector, id.expose(), *security)?)
+                Kind::Vmess(Box::new(Vmess::new(connector, id.expose(), *security)?))
             }
             other => {
                 return Err(io::Error::new(
