@@ -282,6 +282,13 @@ const LOAD: usize = 500;
 /// replayed request` a few times in 5,000 concurrent connections. Ours
 /// draws a fresh timestamp per request and auth ids that cannot repeat
 /// within one outbound.
+///
+/// What is left is v2ray's: it remembers auth ids in two cuckoo filters
+/// with 8-bit fingerprints, which answer "seen" for some ids never sent.
+/// Three runs of 2,000 connections here (ids unique by construction) drew
+/// 4, 2 and 0 such false `replayed request`s; at 500 the odds of one in a
+/// run are about one in ten. A failure here with every echo intact is
+/// that, not a repeated id.
 #[test]
 fn five_hundred_concurrent_vmess_connections_leave_v2ray_no_replayed_request() {
     let test = "five_hundred_concurrent_vmess_connections_leave_v2ray_no_replayed_request";
