@@ -17,4 +17,5 @@ mod tls;
 mod trojan;
 mod v2ray;
 mod vless;
+mod vmess;
 mod ws;

@@ -89,6 +89,13 @@ pub trait StreamCodec {
     /// yet consumed; call again on what follows `consumed`. An error is
     /// final.
     fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened>;
+
+    /// The upstream ended its stream between two frames: a codec that
+    /// still expected something (VMess's response header) says so with an
+    /// error; the rest see the end of the stream.
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// One packet [`DatagramCodec::open_from`] opened.

@@ -15,6 +15,7 @@ pub mod socks;
 pub mod ss2022;
 pub mod trojan;
 pub mod vless;
+pub mod vmess;
 pub mod ws;
 
 pub use addr::Address;

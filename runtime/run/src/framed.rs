@@ -165,7 +165,7 @@ impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncRead
                         "upstream closed inside a frame",
                     )))
                 } else {
-                    Poll::Ready(Ok(()))
+                    Poll::Ready(this.codec.finish())
                 };
             }
             if this.filled == BUF {

@@ -15,6 +15,7 @@ use super::socks_udp::SocksUdp;
 use super::ss2022_udp::Ss2022Udp;
 use super::trojan::TrojanUdp;
 use super::vless::VlessUdp;
+use super::vmess::VmessUdp;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -48,6 +49,7 @@ pub enum OutboundDatagram {
     Shadowsocks(Box<SsUdp>),
     /// Boxed: two datagram buffers' pointers and a session's keys.
     Ss2022(Box<Ss2022Udp>),
+    Vmess(Box<VmessUdp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -71,6 +73,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Vless(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Vmess(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -87,6 +90,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Vless(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Vmess(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

@@ -17,6 +17,7 @@ mod stream_datagrams;
 mod trojan;
 mod vless;
 mod vless_stream;
+mod vmess;
 
 use std::io;
 use std::net::IpAddr;
@@ -40,6 +41,7 @@ use ss2022::Ss2022;
 pub use stream::OutboundStream;
 use trojan::Trojan;
 use vless::Vless;
+use vmess::Vmess;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -58,6 +60,8 @@ enum Kind {
     /// Boxed: it holds a resolver for its UDP sessions.
     Ss2022(Box<Ss2022>),
     Vless(Vless),
+    /// Boxed: the auth id's AES key schedule is large.
+    Vmess(Box<Vmess>),
     Blackhole,
 }
 
@@ -125,6 +129,14 @@ impl Outbound {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
                 Kind::Vless(Vless::new(connector, id.expose()))
             }
+            OutboundProtocol::Vmess {
+                upstream,
+                id,
+                security,
+            } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Vmess(Box::new(Vmess::new(connector, id.expose(), *security)?))
+            }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -177,6 +189,7 @@ impl Outbound {
             Kind::Shadowsocks(ss) => ss.connect(destination).await,
             Kind::Ss2022(ss) => ss.connect(destination).await,
             Kind::Vless(vless) => vless.connect(destination).await,
+            Kind::Vmess(vmess) => vmess.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -187,8 +200,9 @@ impl Outbound {
     /// it, whatever the drain policy.
     ///
     /// `toward` is where the packet that opens the link goes: the one
-    /// target of a VLESS link (seed 000, "VLESS and VMess sub-links carry
-    /// one target"); the other links address every packet on its own.
+    /// target of a VLESS or VMess link (seed 000, "VLESS and VMess
+    /// sub-links carry one target"); the other links address every packet
+    /// on its own.
     pub fn connect_datagram(self: &Arc<Self>, toward: &Address) -> DatagramFuture {
         let outbound = self.clone();
         let toward = toward.clone();
@@ -216,6 +230,10 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Ss2022(Box::new(udp))),
+            Kind::Vmess(vmess) => vmess
+                .associate(toward)
+                .await
+                .map(|udp| OutboundDatagram::Vmess(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",

@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 
 use super::shadowsocks::SsFramed;
 use super::ss2022::Ss2022Framed;
+use super::vmess::VmessFramed;
 
 /// A closed enum, as shadowsocks-rust's outbound stream is: no box where
 /// the types are known.
@@ -28,6 +29,9 @@ pub enum OutboundStream {
     Ss2022(Box<Ss2022Framed>),
     /// A VLESS tunnel, whose first reads skip the response header.
     Vless(VlessStream),
+    /// A VMess tunnel: its body framed by the VMess codec. Boxed: two
+    /// key schedules and the masks' states.
+    Vmess(Box<VmessFramed>),
     /// Reads EOF at once and swallows every write.
     Blackhole,
 }
@@ -51,6 +55,7 @@ impl OutboundStream {
             | OutboundStream::Vless(_)
             | OutboundStream::Shadowsocks(_)
             | OutboundStream::Ss2022(_)
+            | OutboundStream::Vmess(_)
             | OutboundStream::Blackhole => None,
         }
     }
@@ -63,6 +68,7 @@ impl OutboundStream {
             OutboundStream::Shadowsocks(framed) => framed.get_ref().socket(),
             OutboundStream::Ss2022(framed) => framed.get_ref().socket(),
             OutboundStream::Vless(vless) => vless.get_ref().socket(),
+            OutboundStream::Vmess(framed) => framed.get_ref().socket(),
             OutboundStream::Blackhole => return None,
         };
         socket.local_addr().ok()
@@ -81,6 +87,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -98,6 +105,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
         }
     }
@@ -109,6 +117,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -120,6 +129,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }

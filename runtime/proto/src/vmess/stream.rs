@@ -1,0 +1,69 @@
+//! A VMess TCP flow's body, as a [`StreamCodec`]: our chunks sealed in
+//! place, and the server's response header checked on the first open,
+//! before its chunks.
+
+use std::io;
+use std::ops::Range;
+
+use super::body::{BodyOpener, BodySealer, HEADROOM, TAILROOM};
+use super::response::ResponseOpener;
+use super::session::Session;
+use crate::codec::{Opened, StreamCodec};
+
+pub struct VmessStream {
+    sealer: BodySealer,
+    /// Until the server's response header is checked.
+    response: Option<ResponseOpener>,
+    opener: BodyOpener,
+}
+
+impl VmessStream {
+    pub fn new(session: &Session) -> io::Result<Self> {
+        Ok(Self {
+            sealer: BodySealer::new(
+                session.security,
+                false,
+                &session.request,
+                &session.padding_seed,
+            )?,
+            response: Some(ResponseOpener::new(
+                &session.response,
+                session.response_auth,
+            )?),
+            opener: BodyOpener::new(session.security, false, &session.response)?,
+        })
+    }
+}
+
+impl StreamCodec for VmessStream {
+    const HEADROOM: usize = HEADROOM;
+    const TAILROOM: usize = TAILROOM;
+    /// 16 KiB a chunk: a sealed chunk's 16-bit length has room for twice
+    /// that, and v2ray and sing-box read chunks of any length it allows.
+    const MAX_PAYLOAD: usize = 16 * 1024;
+
+    fn seal(&mut self, buf: &mut [u8], len: usize) -> io::Result<Range<usize>> {
+        self.sealer.seal(buf, len)
+    }
+
+    fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
+        let Some(response) = &mut self.response else {
+            return self.opener.open(buf);
+        };
+        let opened = response.open(buf)?;
+        if let Opened::Frame { .. } = opened {
+            self.response = None;
+        }
+        Ok(opened)
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        match self.response {
+            Some(_) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "vmess: the server closed the connection without a response (a wrong id is refused so)",
+            )),
+            None => Ok(()),
+        }
+    }
+}
