@@ -188,9 +188,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
         let shared = shared.clone();
         let mut stop = stop.clone();
         tokio::spawn(async move {
+            // The stop first: once the inbound is gone, its connections
+            // move no byte more, even one that is ready at the same time.
             let served = tokio::select! {
-                served = serve(&shared, socket, peer, handshake) => served,
+                biased;
                 _ = stop.changed() => Ok(()),
+                served = serve(&shared, socket, peer, handshake) => served,
             };
             if let Err(e) = served {
                 tracing::debug!(
