@@ -1,10 +1,14 @@
 //! etemenanki-bench: the same loopback work done directly, through Debian's
-//! SOCKS peers (microsocks, dante, v2ray) and through Etemenanki, printed as
-//! one table with every figure also as a ratio to direct. See README.md.
+//! SOCKS peers (microsocks, dante, v2ray), through Etemenanki, and through
+//! chains that speak SOCKS over TLS between two proxies (Etemenanki to
+//! Etemenanki, v2ray to v2ray), printed as one table with every figure also
+//! as a ratio to direct. See README.md.
 
+mod chain;
 mod interrupt;
 mod measure;
 mod peers;
+mod pki;
 mod procfs;
 mod proxy;
 mod report;
@@ -29,7 +33,9 @@ use subject::Subject;
 use suite::{measure_memory, measure_round, report, Best, Column};
 
 #[derive(Debug, Parser)]
-#[command(about = "Loopback benchmark: direct, microsocks, dante, v2ray and Etemenanki")]
+#[command(
+    about = "Loopback benchmark: direct, microsocks, dante, v2ray, Etemenanki, and SOCKS over TLS chains"
+)]
 struct Args {
     /// Which columns to measure, comma separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Subject::ALL)]
@@ -153,13 +159,20 @@ fn run(args: &Args) -> io::Result<Table> {
             columns.push(Column {
                 subject,
                 proxy: None,
+                server: None,
             });
             continue;
         }
-        match peers::launch(subject, &bins) {
+        match peers::launch(subject, &bins, servers.echo) {
             Ok(Launch::Ready(proxy)) => columns.push(Column {
                 subject,
                 proxy: Some(proxy),
+                server: None,
+            }),
+            Ok(Launch::Chain { front, server }) => columns.push(Column {
+                subject,
+                proxy: Some(front),
+                server: Some(server),
             }),
             Ok(Launch::Skipped(why)) => {
                 eprintln!("{}: skipped: {why}", subject.name());

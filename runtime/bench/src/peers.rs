@@ -9,12 +9,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::proxy::{free_port, Proxy, ScratchDir};
+use crate::proxy::{free_port, Proxy, Ready, ScratchDir};
 use crate::subject::Subject;
 
-/// A proxy started, or why it was not.
+/// A proxy started, a chain of two started, or why not.
 pub enum Launch {
     Ready(Proxy),
+    /// A front proxy the client speaks to, and the server behind it.
+    Chain {
+        front: Proxy,
+        server: Proxy,
+    },
     Skipped(String),
 }
 
@@ -35,8 +40,8 @@ impl Binaries {
 }
 
 /// Starts `subject` (never `Direct`, which has no proxy) listening on a
-/// fresh loopback port.
-pub fn launch(subject: Subject, bins: &Binaries) -> io::Result<Launch> {
+/// fresh loopback port; a chain is checked end to end through `echo`.
+pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result<Launch> {
     let port = free_port()?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let dir = ScratchDir::new(subject.name())?;
@@ -73,6 +78,9 @@ pub fn launch(subject: Subject, bins: &Binaries) -> io::Result<Launch> {
             let config = etemenanki_config(port, &["direct".to_owned()], &[]);
             return launch_etemenanki(bins, &config, addr, dir);
         }
+        Subject::EtemenankiTls | Subject::V2rayTls => {
+            return crate::chain::launch(subject, bins, echo)
+        }
     };
     if !binary.is_file() {
         return Ok(Launch::Skipped(format!(
@@ -91,9 +99,27 @@ pub fn launch_etemenanki(
     addr: SocketAddr,
     dir: ScratchDir,
 ) -> io::Result<Launch> {
+    Ok(
+        match launch_etemenanki_as("etemenanki", bins, config, addr, dir, Ready::Socks5)? {
+            Ok(proxy) => Launch::Ready(proxy),
+            Err(why) => Launch::Skipped(why),
+        },
+    )
+}
+
+/// [`launch_etemenanki`] under another name, ready when `ready` holds: the
+/// runtime, or why it was skipped.
+pub fn launch_etemenanki_as(
+    name: &'static str,
+    bins: &Binaries,
+    config: &str,
+    addr: SocketAddr,
+    dir: ScratchDir,
+    ready: Ready,
+) -> io::Result<Result<Proxy, String>> {
     for binary in [bins.etc(), bins.runtime()] {
         if !binary.is_file() {
-            return Ok(Launch::Skipped(format!(
+            return Ok(Err(format!(
                 "{} is missing; build etemenanki-run beside etc to measure Etemenanki",
                 binary.display()
             )));
@@ -103,7 +129,7 @@ pub fn launch_etemenanki(
     build_plan(bins, dir.path(), config, &plan)?;
     let mut command = Command::new(bins.runtime());
     command.arg(&plan);
-    Proxy::spawn("etemenanki", command, addr, dir).map(Launch::Ready)
+    Proxy::spawn_until(name, command, addr, dir, ready).map(Ok)
 }
 
 /// Writes `config` as `config.toml` beside `plan` and runs `etc build` on
