@@ -16,8 +16,10 @@ use crate::proxy::{free_port, Proxy, Ready, ScratchDir};
 use crate::socks5::client;
 use crate::subject::Subject;
 
-/// How long the chain may take to carry its first connection end to end.
+/// How long the chain may take to carry its first connection end to end,
+/// and how many attempts it gets.
 const THROUGH_TIMEOUT: Duration = Duration::from_secs(15);
+const THROUGH_ATTEMPTS: u32 = 300;
 
 const V2RAY: &str = "/usr/bin/v2ray";
 
@@ -118,22 +120,27 @@ fn v2ray(config: &Path) -> Command {
 }
 
 /// One byte to the echo server and back through `front`, retried until
-/// the whole chain answers or [`THROUGH_TIMEOUT`] has passed.
+/// the whole chain answers, [`THROUGH_TIMEOUT`] has passed or
+/// [`THROUGH_ATTEMPTS`] have failed.
 fn through(front: SocketAddr, echo: SocketAddr) -> io::Result<()> {
     let deadline = Instant::now() + THROUGH_TIMEOUT;
-    loop {
-        let attempt = client::connect(front, echo).and_then(|mut stream| {
+    let mut last = None;
+    for _ in 0..THROUGH_ATTEMPTS {
+        let outcome = client::connect(front, echo).and_then(|mut stream| {
             stream.write_all(b"*")?;
             let mut answer = [0u8; 1];
-            stream.read_exact(&mut answer)?;
-            Ok(())
+            stream.read_exact(&mut answer)
         });
-        match attempt {
+        match outcome {
             Ok(()) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => last = Some(e),
         }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
+    Err(last.unwrap_or_else(|| io::Error::other("no attempt was made")))
 }
 
 fn show(path: &Path) -> String {
