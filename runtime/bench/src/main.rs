@@ -44,6 +44,11 @@ struct Args {
     /// binary's directory].
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// Another build's directory holding `etc` and `etemenanki-run`,
+    /// measured as the `etemenanki-alt` column beside `etemenanki` in the
+    /// same rounds (name it in --subjects).
+    #[arg(long)]
+    alt_bin_dir: Option<PathBuf>,
     /// Bulk transfer size, MiB.
     #[arg(long, default_value_t = 1024)]
     bulk_mib: u64,
@@ -109,7 +114,10 @@ impl Args {
                 .map(PathBuf::from)
                 .unwrap_or_default(),
         };
-        Ok(Binaries { etemenanki_dir })
+        Ok(Binaries {
+            etemenanki_dir,
+            alt_dir: self.alt_bin_dir.clone(),
+        })
     }
 }
 

@@ -27,6 +27,8 @@ pub enum Launch {
 pub struct Binaries {
     /// The directory holding `etc` and `etemenanki-run`.
     pub etemenanki_dir: PathBuf,
+    /// Another build's, for the `etemenanki-alt` column.
+    pub alt_dir: Option<PathBuf>,
 }
 
 impl Binaries {
@@ -77,6 +79,24 @@ pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result
         Subject::Etemenanki => {
             let config = etemenanki_config(port, &["direct".to_owned()], &[]);
             return launch_etemenanki(bins, &config, addr, dir);
+        }
+        Subject::EtemenankiAlt => {
+            let Some(alt_dir) = &bins.alt_dir else {
+                return Ok(Launch::Skipped(
+                    "no --alt-bin-dir names another build".to_owned(),
+                ));
+            };
+            let alt = Binaries {
+                etemenanki_dir: alt_dir.clone(),
+                alt_dir: None,
+            };
+            let config = etemenanki_config(port, &["direct".to_owned()], &[]);
+            return Ok(
+                match launch_etemenanki_as(name, &alt, &config, addr, dir, Ready::Socks5)? {
+                    Ok(proxy) => Launch::Ready(proxy),
+                    Err(why) => Launch::Skipped(why),
+                },
+            );
         }
         Subject::EtemenankiTls | Subject::V2rayTls => {
             return crate::chain::launch(subject, bins, echo)

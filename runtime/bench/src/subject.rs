@@ -16,6 +16,10 @@ pub enum Subject {
     EtemenankiTls,
     /// v2ray 4.34 likewise, as both front and server.
     V2rayTls,
+    /// Etemenanki as the `etemenanki` column, from the binaries in
+    /// `--alt-bin-dir` (another build, to compare two commits in one run);
+    /// only when asked for.
+    EtemenankiAlt,
 }
 
 impl Subject {
@@ -38,6 +42,7 @@ impl Subject {
             Subject::Etemenanki => "etemenanki",
             Subject::EtemenankiTls => "etemenanki-tls",
             Subject::V2rayTls => "v2ray-tls",
+            Subject::EtemenankiAlt => "etemenanki-alt",
         }
     }
 
