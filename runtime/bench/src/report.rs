@@ -14,11 +14,15 @@ pub enum Figure {
     /// A chain's second proxy, the TLS socks server.
     ServerCpuPerGib,
     Sequential,
+    /// The proxy's CPU per connection of the sequential run, µs.
+    CpuPerConnect,
     Concurrent,
     IdleKib,
     IdlePssKib,
     ServerIdleKib,
     Udp,
+    /// The proxy's CPU per UDP round trip, µs.
+    CpuPerUdp,
     Reload,
 }
 
@@ -31,16 +35,18 @@ pub enum Target {
 }
 
 impl Figure {
-    pub const ALL: [Figure; 10] = [
+    pub const ALL: [Figure; 12] = [
         Figure::Bulk,
         Figure::CpuPerGib,
         Figure::ServerCpuPerGib,
         Figure::Sequential,
+        Figure::CpuPerConnect,
         Figure::Concurrent,
         Figure::IdleKib,
         Figure::IdlePssKib,
         Figure::ServerIdleKib,
         Figure::Udp,
+        Figure::CpuPerUdp,
         Figure::Reload,
     ];
 
@@ -55,11 +61,13 @@ impl Figure {
             Figure::CpuPerGib => "proxy CPU s per GiB",
             Figure::ServerCpuPerGib => "server CPU s per GiB",
             Figure::Sequential => "sequential connects/s",
+            Figure::CpuPerConnect => "proxy CPU us per connect",
             Figure::Concurrent => "concurrent connects/s",
             Figure::IdleKib => "idle KiB/conn, VmRSS",
             Figure::IdlePssKib => "idle KiB/conn, PSS",
             Figure::ServerIdleKib => "server idle KiB/conn, VmRSS",
             Figure::Udp => "UDP round trips/s",
+            Figure::CpuPerUdp => "proxy CPU us per UDP round trip",
             Figure::Reload => "reload time, ms",
         }
     }

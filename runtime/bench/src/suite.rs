@@ -6,6 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 
 use crate::measure::{self, Limits};
+use crate::procfs;
 use crate::proxy::Proxy;
 use crate::report::{Cell, Figure, Table};
 use crate::servers::Servers;
@@ -47,6 +48,8 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
         table.set(subject, Figure::IdleKib, Cell::NotApplicable);
         table.set(subject, Figure::IdlePssKib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerGib, Cell::NotApplicable);
+        table.set(subject, Figure::CpuPerConnect, Cell::NotApplicable);
+        table.set(subject, Figure::CpuPerUdp, Cell::NotApplicable);
         return;
     };
     let pids = column.pids();
@@ -98,12 +101,20 @@ pub fn measure_round(
         return;
     }
     let via = column.via();
+    // The proxy's (a chain's front's) CPU, which other load on the machine
+    // moves far less than it moves a rate.
+    let front = column.proxy.as_ref().map(Proxy::pid);
+    let cpu = || front.and_then(|pid| procfs::cpu_seconds(pid, ticks).ok());
+    let cpu_before = cpu();
     let sequential = measure::connects::sequential(
         via,
         servers.echo,
         limits.sequential_connects,
         limits.connect_time,
     );
+    if let (Ok(rate), Some(before), Some(after)) = (&sequential, cpu_before, cpu()) {
+        best.keep_least(subject, Figure::CpuPerConnect, rate.count, after - before);
+    }
     best.keep(
         subject,
         Figure::Sequential,
@@ -125,12 +136,16 @@ pub fn measure_round(
         Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), &bulk.cpu_per_gib()),
         Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
     }
+    let cpu_before = cpu();
     let udp = measure::udp::run(
         via,
         servers.udp_echo,
         limits.udp_round_trips,
         limits.udp_time,
     );
+    if let (Ok(udp), Some(before), Some(after)) = (&udp, cpu_before, cpu()) {
+        best.keep_least(subject, Figure::CpuPerUdp, udp.rate.count, after - before);
+    }
     best.keep(
         subject,
         Figure::Udp,
@@ -177,6 +192,22 @@ impl Best {
             (Some(Cell::Value(old)), Cell::Value(new)) if old >= new => {}
             _ => {
                 self.cells.insert((subject, figure), cell);
+            }
+        }
+    }
+
+    /// Keeps the least CPU per operation (µs) over the rounds: other load
+    /// only ever adds to it.
+    fn keep_least(&mut self, subject: Subject, figure: Figure, count: u64, cpu_seconds: f64) {
+        if count == 0 {
+            return;
+        }
+        let micros = cpu_seconds * 1e6 / count as f64;
+        report(subject, figure, &Cell::Value(micros));
+        match self.cells.get(&(subject, figure)) {
+            Some(Cell::Value(old)) if *old <= micros => {}
+            _ => {
+                self.cells.insert((subject, figure), Cell::Value(micros));
             }
         }
     }
