@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the benchmark, the compiler and (when the workspace has it) the
 # runtime in release, then measures direct, microsocks, dante, v2ray and
-# Etemenanki on loopback and prints the table. Extra arguments go to
+# Etemenanki (alone, and as both ends of a SOCKS-over-TLS chain, as is
+# v2ray) on loopback and prints the table. Extra arguments go to
 # etemenanki-bench (see `etemenanki-bench --help`), for example
 #   runtime/bench/run.sh --subjects direct,etemenanki --runs 1
 set -eu
@@ -23,4 +24,11 @@ cargo build --release $packages
 # server ends) and as many in the proxy, which inherits this limit.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 # The bench kills every proxy it started when it exits, on error as well.
+# A --bin-dir of the caller's (another build's etc and etemenanki-run)
+# takes the place of this workspace's.
+for arg in "$@"; do
+    case $arg in
+    --bin-dir | --bin-dir=*) exec "$target/release/etemenanki-bench" "$@" ;;
+    esac
+done
 exec "$target/release/etemenanki-bench" --bin-dir "$target/release" "$@"

@@ -1,10 +1,14 @@
 //! etemenanki-bench: the same loopback work done directly, through Debian's
-//! SOCKS peers (microsocks, dante, v2ray) and through Etemenanki, printed as
-//! one table with every figure also as a ratio to direct. See README.md.
+//! SOCKS peers (microsocks, dante, v2ray), through Etemenanki, and through
+//! chains that speak SOCKS over TLS between two proxies (Etemenanki to
+//! Etemenanki, v2ray to v2ray), printed as one table with every figure also
+//! as a ratio to direct. See README.md.
 
+mod chain;
 mod interrupt;
 mod measure;
 mod peers;
+mod pki;
 mod procfs;
 mod proxy;
 mod report;
@@ -29,7 +33,9 @@ use subject::Subject;
 use suite::{measure_memory, measure_round, report, Best, Column};
 
 #[derive(Debug, Parser)]
-#[command(about = "Loopback benchmark: direct, microsocks, dante, v2ray and Etemenanki")]
+#[command(
+    about = "Loopback benchmark: direct, microsocks, dante, v2ray, Etemenanki, and SOCKS over TLS chains"
+)]
 struct Args {
     /// Which columns to measure, comma separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Subject::ALL)]
@@ -38,6 +44,11 @@ struct Args {
     /// binary's directory].
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// Another build's directory holding `etc` and `etemenanki-run`,
+    /// measured as the `etemenanki-alt` column beside `etemenanki` in the
+    /// same rounds (name it in --subjects).
+    #[arg(long)]
+    alt_bin_dir: Option<PathBuf>,
     /// Bulk transfer size, MiB.
     #[arg(long, default_value_t = 1024)]
     bulk_mib: u64,
@@ -103,7 +114,10 @@ impl Args {
                 .map(PathBuf::from)
                 .unwrap_or_default(),
         };
-        Ok(Binaries { etemenanki_dir })
+        Ok(Binaries {
+            etemenanki_dir,
+            alt_dir: self.alt_bin_dir.clone(),
+        })
     }
 }
 
@@ -153,13 +167,20 @@ fn run(args: &Args) -> io::Result<Table> {
             columns.push(Column {
                 subject,
                 proxy: None,
+                server: None,
             });
             continue;
         }
-        match peers::launch(subject, &bins) {
+        match peers::launch(subject, &bins, servers.echo) {
             Ok(Launch::Ready(proxy)) => columns.push(Column {
                 subject,
                 proxy: Some(proxy),
+                server: None,
+            }),
+            Ok(Launch::Chain { front, server }) => columns.push(Column {
+                subject,
+                proxy: Some(front),
+                server: Some(server),
             }),
             Ok(Launch::Skipped(why)) => {
                 eprintln!("{}: skipped: {why}", subject.name());

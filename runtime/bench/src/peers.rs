@@ -9,12 +9,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::proxy::{free_port, Proxy, ScratchDir};
+use crate::proxy::{free_port, Proxy, Ready, ScratchDir};
 use crate::subject::Subject;
 
-/// A proxy started, or why it was not.
+/// A proxy started, a chain of two started, or why not.
 pub enum Launch {
     Ready(Proxy),
+    /// A front proxy the client speaks to, and the server behind it.
+    Chain {
+        front: Proxy,
+        server: Proxy,
+    },
     Skipped(String),
 }
 
@@ -22,6 +27,8 @@ pub enum Launch {
 pub struct Binaries {
     /// The directory holding `etc` and `etemenanki-run`.
     pub etemenanki_dir: PathBuf,
+    /// Another build's, for the `etemenanki-alt` column.
+    pub alt_dir: Option<PathBuf>,
 }
 
 impl Binaries {
@@ -35,8 +42,8 @@ impl Binaries {
 }
 
 /// Starts `subject` (never `Direct`, which has no proxy) listening on a
-/// fresh loopback port.
-pub fn launch(subject: Subject, bins: &Binaries) -> io::Result<Launch> {
+/// fresh loopback port; a chain is checked end to end through `echo`.
+pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result<Launch> {
     let port = free_port()?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let dir = ScratchDir::new(subject.name())?;
@@ -73,6 +80,27 @@ pub fn launch(subject: Subject, bins: &Binaries) -> io::Result<Launch> {
             let config = etemenanki_config(port, &["direct".to_owned()], &[]);
             return launch_etemenanki(bins, &config, addr, dir);
         }
+        Subject::EtemenankiAlt => {
+            let Some(alt_dir) = &bins.alt_dir else {
+                return Ok(Launch::Skipped(
+                    "no --alt-bin-dir names another build".to_owned(),
+                ));
+            };
+            let alt = Binaries {
+                etemenanki_dir: alt_dir.clone(),
+                alt_dir: None,
+            };
+            let config = etemenanki_config(port, &["direct".to_owned()], &[]);
+            return Ok(
+                match launch_etemenanki_as(name, &alt, &config, addr, dir, Ready::Socks5)? {
+                    Ok(proxy) => Launch::Ready(proxy),
+                    Err(why) => Launch::Skipped(why),
+                },
+            );
+        }
+        Subject::EtemenankiTls | Subject::V2rayTls => {
+            return crate::chain::launch(subject, bins, echo)
+        }
     };
     if !binary.is_file() {
         return Ok(Launch::Skipped(format!(
@@ -91,9 +119,27 @@ pub fn launch_etemenanki(
     addr: SocketAddr,
     dir: ScratchDir,
 ) -> io::Result<Launch> {
+    Ok(
+        match launch_etemenanki_as("etemenanki", bins, config, addr, dir, Ready::Socks5)? {
+            Ok(proxy) => Launch::Ready(proxy),
+            Err(why) => Launch::Skipped(why),
+        },
+    )
+}
+
+/// [`launch_etemenanki`] under another name, ready when `ready` holds: the
+/// runtime, or why it was skipped.
+pub fn launch_etemenanki_as(
+    name: &'static str,
+    bins: &Binaries,
+    config: &str,
+    addr: SocketAddr,
+    dir: ScratchDir,
+    ready: Ready,
+) -> io::Result<Result<Proxy, String>> {
     for binary in [bins.etc(), bins.runtime()] {
         if !binary.is_file() {
-            return Ok(Launch::Skipped(format!(
+            return Ok(Err(format!(
                 "{} is missing; build etemenanki-run beside etc to measure Etemenanki",
                 binary.display()
             )));
@@ -103,7 +149,7 @@ pub fn launch_etemenanki(
     build_plan(bins, dir.path(), config, &plan)?;
     let mut command = Command::new(bins.runtime());
     command.arg(&plan);
-    Proxy::spawn("etemenanki", command, addr, dir).map(Launch::Ready)
+    Proxy::spawn_until(name, command, addr, dir, ready).map(Ok)
 }
 
 /// Writes `config` as `config.toml` beside `plan` and runs `etc build` on

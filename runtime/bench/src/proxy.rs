@@ -72,6 +72,16 @@ pub struct LogLine {
     pub text: String,
 }
 
+/// When a proxy counts as started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ready {
+    /// It answers a SOCKS5 greeting in the clear.
+    Socks5,
+    /// It accepts a TCP connection: a server behind TLS, which the bench
+    /// cannot greet; the chain in front of it is checked end to end.
+    Accepts,
+}
+
 pub struct Proxy {
     pub name: &'static str,
     pub addr: SocketAddr,
@@ -87,9 +97,20 @@ impl Proxy {
     /// waits until it answers a SOCKS5 greeting on `addr`.
     pub fn spawn(
         name: &'static str,
+        command: Command,
+        addr: SocketAddr,
+        dir: ScratchDir,
+    ) -> io::Result<Proxy> {
+        Proxy::spawn_until(name, command, addr, dir, Ready::Socks5)
+    }
+
+    /// [`Proxy::spawn`], waiting until `ready` holds.
+    pub fn spawn_until(
+        name: &'static str,
         mut command: Command,
         addr: SocketAddr,
         dir: ScratchDir,
+        ready: Ready,
     ) -> io::Result<Proxy> {
         let mut child = command
             .stdin(Stdio::null())
@@ -123,7 +144,7 @@ impl Proxy {
             tail: VecDeque::new(),
             _dir: dir,
         };
-        proxy.wait_ready()?;
+        proxy.wait_ready(ready)?;
         Ok(proxy)
     }
 
@@ -131,11 +152,14 @@ impl Proxy {
         self.child.id()
     }
 
-    fn wait_ready(&mut self) -> io::Result<()> {
+    fn wait_ready(&mut self, ready: Ready) -> io::Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             self.check_alive()?;
-            let greeted = client::dial(self.addr).and_then(|mut s| client::greet(&mut s));
+            let greeted = client::dial(self.addr).and_then(|mut s| match ready {
+                Ready::Socks5 => client::greet(&mut s),
+                Ready::Accepts => Ok(()),
+            });
             match greeted {
                 Ok(()) => return Ok(()),
                 Err(e) if Instant::now() >= deadline => {

@@ -11,11 +11,18 @@ use crate::subject::Subject;
 pub enum Figure {
     Bulk,
     CpuPerGib,
+    /// A chain's second proxy, the TLS socks server.
+    ServerCpuPerGib,
     Sequential,
+    /// The proxy's CPU per connection of the sequential run, µs.
+    CpuPerConnect,
     Concurrent,
     IdleKib,
     IdlePssKib,
+    ServerIdleKib,
     Udp,
+    /// The proxy's CPU per UDP round trip, µs.
+    CpuPerUdp,
     Reload,
 }
 
@@ -28,26 +35,39 @@ pub enum Target {
 }
 
 impl Figure {
-    pub const ALL: [Figure; 8] = [
+    pub const ALL: [Figure; 12] = [
         Figure::Bulk,
         Figure::CpuPerGib,
+        Figure::ServerCpuPerGib,
         Figure::Sequential,
+        Figure::CpuPerConnect,
         Figure::Concurrent,
         Figure::IdleKib,
         Figure::IdlePssKib,
+        Figure::ServerIdleKib,
         Figure::Udp,
+        Figure::CpuPerUdp,
         Figure::Reload,
     ];
+
+    /// The figures of a chain's server, which no single proxy has.
+    pub fn is_server(self) -> bool {
+        matches!(self, Figure::ServerCpuPerGib | Figure::ServerIdleKib)
+    }
 
     pub fn label(self) -> &'static str {
         match self {
             Figure::Bulk => "bulk TCP, MB/s",
             Figure::CpuPerGib => "proxy CPU s per GiB",
+            Figure::ServerCpuPerGib => "server CPU s per GiB",
             Figure::Sequential => "sequential connects/s",
+            Figure::CpuPerConnect => "proxy CPU us per connect",
             Figure::Concurrent => "concurrent connects/s",
             Figure::IdleKib => "idle KiB/conn, VmRSS",
             Figure::IdlePssKib => "idle KiB/conn, PSS",
+            Figure::ServerIdleKib => "server idle KiB/conn, VmRSS",
             Figure::Udp => "UDP round trips/s",
+            Figure::CpuPerUdp => "proxy CPU us per UDP round trip",
             Figure::Reload => "reload time, ms",
         }
     }
@@ -64,8 +84,8 @@ impl Figure {
 
     fn decimals(self) -> usize {
         match self {
-            Figure::CpuPerGib => 2,
-            Figure::IdleKib | Figure::IdlePssKib | Figure::Reload => 1,
+            Figure::CpuPerGib | Figure::ServerCpuPerGib => 2,
+            Figure::IdleKib | Figure::IdlePssKib | Figure::ServerIdleKib | Figure::Reload => 1,
             _ => 0,
         }
     }
@@ -147,7 +167,7 @@ impl Table {
         let mut rows = vec![std::iter::once("figure".to_owned())
             .chain(self.subjects.iter().map(|s| s.name().to_owned()))
             .collect::<Vec<_>>()];
-        for figure in Figure::ALL {
+        for figure in self.shown() {
             rows.push(
                 std::iter::once(figure.label().to_owned())
                     .chain(self.subjects.iter().map(|&s| self.text(s, figure)))
@@ -169,6 +189,9 @@ impl Table {
             out.push('\n');
         }
         out.push_str("(ratios are to direct; n/a: direct has no proxy, or the figure is Etemenanki's alone)\n");
+        if self.subjects.iter().any(|s| s.is_chain()) {
+            out.push_str("(a -tls column is a chain: its proxy rows are the front, its server rows the TLS socks server)\n");
+        }
         for &subject in &self.subjects {
             let reasons: Vec<(Figure, &String)> = Figure::ALL
                 .into_iter()
@@ -191,6 +214,16 @@ impl Table {
             out.push_str(&self.targets());
         }
         out
+    }
+
+    /// The rows to print: every figure but a chain server's when no column
+    /// is a chain.
+    fn shown(&self) -> Vec<Figure> {
+        let chains = self.subjects.iter().any(|s| s.is_chain());
+        Figure::ALL
+            .into_iter()
+            .filter(|figure| chains || !figure.is_server())
+            .collect()
     }
 
     fn targets(&self) -> String {
@@ -254,6 +287,35 @@ mod tests {
         let rendered = table.render();
         assert!(rendered.contains("skipped"));
         assert!(rendered.contains("dante / UDP round trips/s: not installed\n"));
+    }
+
+    #[test]
+    fn server_rows_are_shown_only_when_a_chain_is_measured() {
+        let plain = Table::new(vec![Subject::Direct, Subject::Etemenanki]).render();
+        assert!(!plain.contains("server CPU s per GiB"));
+        assert!(!plain.contains("-tls column"));
+        let mut chained = Table::new(vec![Subject::Direct, Subject::EtemenankiTls]);
+        chained.set(
+            Subject::EtemenankiTls,
+            Figure::ServerCpuPerGib,
+            Cell::Value(0.5),
+        );
+        chained.set(
+            Subject::Direct,
+            Figure::ServerCpuPerGib,
+            Cell::NotApplicable,
+        );
+        let rendered = chained.render();
+        assert!(rendered.contains("server CPU s per GiB"));
+        assert!(rendered.contains("server idle KiB/conn, VmRSS"));
+        assert_eq!(
+            chained.text(Subject::EtemenankiTls, Figure::ServerCpuPerGib),
+            "0.50"
+        );
+        assert_eq!(
+            chained.text(Subject::Direct, Figure::ServerCpuPerGib),
+            "n/a"
+        );
     }
 
     #[test]

@@ -6,16 +6,19 @@ use std::io;
 use std::net::SocketAddr;
 
 use crate::measure::{self, Limits};
+use crate::procfs;
 use crate::proxy::Proxy;
 use crate::report::{Cell, Figure, Table};
 use crate::servers::Servers;
 use crate::subject::Subject;
 
 /// A subject and its running proxy (`None` for direct, or once the proxy
-/// has died).
+/// has died); for a chain, the proxy is the front the client speaks to and
+/// `server` the TLS socks server behind it. The front drops first.
 pub struct Column {
     pub subject: Subject,
     pub proxy: Option<Proxy>,
+    pub server: Option<Proxy>,
 }
 
 impl Column {
@@ -23,8 +26,13 @@ impl Column {
         self.proxy.as_ref().map(|p| p.addr)
     }
 
-    fn pid(&self) -> Option<u32> {
-        self.proxy.as_ref().map(Proxy::pid)
+    /// The proxy's pid, then the server's.
+    fn pids(&self) -> Vec<u32> {
+        self.proxy
+            .iter()
+            .chain(&self.server)
+            .map(Proxy::pid)
+            .collect()
     }
 }
 
@@ -32,17 +40,25 @@ impl Column {
 /// proxy's heap.
 pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers, limits: &Limits) {
     let subject = column.subject;
+    if column.server.is_none() {
+        table.set(subject, Figure::ServerIdleKib, Cell::NotApplicable);
+        table.set(subject, Figure::ServerCpuPerGib, Cell::NotApplicable);
+    }
     let Some(proxy) = &column.proxy else {
         table.set(subject, Figure::IdleKib, Cell::NotApplicable);
         table.set(subject, Figure::IdlePssKib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerGib, Cell::NotApplicable);
+        table.set(subject, Figure::CpuPerConnect, Cell::NotApplicable);
+        table.set(subject, Figure::CpuPerUdp, Cell::NotApplicable);
         return;
     };
-    let (rss, pss) =
-        match measure::idle::run(proxy.addr, proxy.pid(), servers, limits.idle_connections) {
+    let pids = column.pids();
+    let (rss, pss, server) =
+        match measure::idle::run(proxy.addr, &pids, servers, limits.idle_connections) {
             Ok(idle) => {
-                eprintln!(
-                    "   {}: VmRSS {} -> {} KiB, PSS {} -> {} KiB with {} idle connections",
+                for (which, idle) in ["", " server"].iter().zip(&idle) {
+                    eprintln!(
+                    "   {}{which}: VmRSS {} -> {} KiB, PSS {} -> {} KiB with {} idle connections",
                     subject.name(),
                     idle.before.rss,
                     idle.after.rss,
@@ -50,16 +66,26 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
                     idle.after.pss,
                     idle.connections
                 );
+                }
                 (
-                    Cell::Value(idle.rss_per_connection()),
-                    Cell::Value(idle.pss_per_connection()),
+                    Cell::Value(idle[0].rss_per_connection()),
+                    Cell::Value(idle[0].pss_per_connection()),
+                    idle.get(1).map(|s| Cell::Value(s.rss_per_connection())),
                 )
             }
-            Err(e) => (Cell::Failed(e.to_string()), Cell::Failed(e.to_string())),
+            Err(e) => {
+                let failed = Cell::Failed(e.to_string());
+                let server = column.server.as_ref().map(|_| failed.clone());
+                (failed.clone(), failed, server)
+            }
         };
     report(subject, Figure::IdleKib, &rss);
     table.set(subject, Figure::IdleKib, rss);
     table.set(subject, Figure::IdlePssKib, pss);
+    if let Some(server) = server {
+        report(subject, Figure::ServerIdleKib, &server);
+        table.set(subject, Figure::ServerIdleKib, server);
+    }
 }
 
 /// One run of every rate for one subject.
@@ -75,12 +101,20 @@ pub fn measure_round(
         return;
     }
     let via = column.via();
+    // The proxy's (a chain's front's) CPU, which other load on the machine
+    // moves far less than it moves a rate.
+    let front = column.proxy.as_ref().map(Proxy::pid);
+    let cpu = || front.and_then(|pid| procfs::cpu_seconds(pid, ticks).ok());
+    let cpu_before = cpu();
     let sequential = measure::connects::sequential(
         via,
         servers.echo,
         limits.sequential_connects,
         limits.connect_time,
     );
+    if let (Ok(rate), Some(before), Some(after)) = (&sequential, cpu_before, cpu()) {
+        best.keep_least(subject, Figure::CpuPerConnect, rate.count, after - before);
+    }
     best.keep(
         subject,
         Figure::Sequential,
@@ -98,16 +132,20 @@ pub fn measure_round(
         Figure::Concurrent,
         concurrent.map(|r| r.per_second()),
     );
-    match measure::bulk::run(via, servers.sink, column.pid(), ticks, limits) {
-        Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), bulk.cpu_per_gib()),
+    match measure::bulk::run(via, servers.sink, &column.pids(), ticks, limits) {
+        Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), &bulk.cpu_per_gib()),
         Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
     }
+    let cpu_before = cpu();
     let udp = measure::udp::run(
         via,
         servers.udp_echo,
         limits.udp_round_trips,
         limits.udp_time,
     );
+    if let (Ok(udp), Some(before), Some(after)) = (&udp, cpu_before, cpu()) {
+        best.keep_least(subject, Figure::CpuPerUdp, udp.rate.count, after - before);
+    }
     best.keep(
         subject,
         Figure::Udp,
@@ -118,11 +156,19 @@ pub fn measure_round(
             udp.rate.per_second()
         }),
     );
-    if let Some(proxy) = &mut column.proxy {
-        if let Err(e) = proxy.check_alive() {
+    let alive = |proxy: &mut Proxy| match proxy.check_alive() {
+        Ok(()) => true,
+        Err(e) => {
             eprintln!("   {e}");
-            column.proxy = None;
+            false
         }
+    };
+    // A chain with either end dead is measured no more.
+    let front = column.proxy.as_mut().is_none_or(alive);
+    let server = column.server.as_mut().is_none_or(alive);
+    if !(front && server) {
+        column.proxy = None;
+        column.server = None;
     }
 }
 
@@ -150,17 +196,41 @@ impl Best {
         }
     }
 
-    fn keep_bulk(&mut self, subject: Subject, mb_per_second: f64, cpu_per_gib: Option<f64>) {
+    /// Keeps the least CPU per operation (µs) over the rounds: other load
+    /// only ever adds to it.
+    fn keep_least(&mut self, subject: Subject, figure: Figure, count: u64, cpu_seconds: f64) {
+        if count == 0 {
+            return;
+        }
+        let micros = cpu_seconds * 1e6 / count as f64;
+        report(subject, figure, &Cell::Value(micros));
+        match self.cells.get(&(subject, figure)) {
+            Some(Cell::Value(old)) if *old <= micros => {}
+            _ => {
+                self.cells.insert((subject, figure), Cell::Value(micros));
+            }
+        }
+    }
+
+    /// Keeps a bulk rate and, when it is the best so far, the CPU per GiB
+    /// of the same run: the proxy's (a chain's front), then a chain's
+    /// server's.
+    fn keep_bulk(&mut self, subject: Subject, mb_per_second: f64, cpu_per_gib: &[f64]) {
         let better = match self.cells.get(&(subject, Figure::Bulk)) {
             Some(Cell::Value(old)) => mb_per_second > *old,
             Some(_) => false,
             None => true,
         };
         self.keep(subject, Figure::Bulk, Ok(mb_per_second));
-        if let (true, Some(cpu)) = (better, cpu_per_gib) {
-            report(subject, Figure::CpuPerGib, &Cell::Value(cpu));
-            self.cells
-                .insert((subject, Figure::CpuPerGib), Cell::Value(cpu));
+        if !better {
+            return;
+        }
+        for (figure, &cpu) in [Figure::CpuPerGib, Figure::ServerCpuPerGib]
+            .iter()
+            .zip(cpu_per_gib)
+        {
+            report(subject, *figure, &Cell::Value(cpu));
+            self.cells.insert((subject, *figure), Cell::Value(cpu));
         }
     }
 
@@ -170,6 +240,9 @@ impl Best {
             if figure == Figure::Bulk {
                 if let Cell::Failed(why) = &cell {
                     table.set(subject, Figure::CpuPerGib, Cell::Failed(why.clone()));
+                    if subject.is_chain() {
+                        table.set(subject, Figure::ServerCpuPerGib, Cell::Failed(why.clone()));
+                    }
                 }
             }
             table.set(subject, figure, cell);

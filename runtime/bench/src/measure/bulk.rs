@@ -19,8 +19,9 @@ const CHUNK: usize = 256 * 1024;
 pub struct Bulk {
     pub bytes: u64,
     pub elapsed: Duration,
-    /// CPU seconds the proxy spent, when there is a proxy.
-    pub proxy_cpu: Option<f64>,
+    /// CPU seconds each proxy spent (in the order of the pids given: a
+    /// chain's front, then its server); empty for direct.
+    pub proxy_cpu: Vec<f64>,
 }
 
 impl Bulk {
@@ -29,10 +30,10 @@ impl Bulk {
         self.bytes as f64 / 1e6 / self.elapsed.as_secs_f64()
     }
 
-    /// Proxy CPU seconds per GiB moved.
-    pub fn cpu_per_gib(&self) -> Option<f64> {
+    /// Each proxy's CPU seconds per GiB moved.
+    pub fn cpu_per_gib(&self) -> Vec<f64> {
         let gib = self.bytes as f64 / (1u64 << 30) as f64;
-        self.proxy_cpu.map(|cpu| cpu / gib)
+        self.proxy_cpu.iter().map(|cpu| cpu / gib).collect()
     }
 }
 
@@ -50,18 +51,23 @@ fn read_acks(mut stream: TcpStream, acks: mpsc::Sender<u64>) {
 pub fn run(
     via: Option<SocketAddr>,
     sink: SocketAddr,
-    proxy_pid: Option<u32>,
+    proxy_pids: &[u32],
     ticks: u64,
     limits: &Limits,
 ) -> io::Result<Bulk> {
-    let cpu = |pid: Option<u32>| pid.map(|p| procfs::cpu_seconds(p, ticks)).transpose();
+    let cpu = || -> io::Result<Vec<f64>> {
+        proxy_pids
+            .iter()
+            .map(|&pid| procfs::cpu_seconds(pid, ticks))
+            .collect()
+    };
     let budget = (limits.bulk_bytes / ACK_EVERY).max(1) * ACK_EVERY;
     let mut stream = open(via, sink)?;
     let (sender, acks) = mpsc::channel();
     let reader = stream.try_clone()?;
     let acker = std::thread::spawn(move || read_acks(reader, sender));
     let chunk = vec![0x5au8; CHUNK];
-    let cpu_before = cpu(proxy_pid)?;
+    let cpu_before = cpu()?;
     let start = Instant::now();
     let mut sent: u64 = 0;
     // Whole acknowledgement steps, so the last byte is acknowledged.
@@ -83,7 +89,7 @@ pub fn run(
         }
     };
     let elapsed = start.elapsed();
-    let cpu_after = cpu(proxy_pid)?;
+    let cpu_after = cpu()?;
     let _ = stream.shutdown(Shutdown::Both);
     let _ = acker.join();
     if acked? != sent {
@@ -94,6 +100,10 @@ pub fn run(
     Ok(Bulk {
         bytes: sent,
         elapsed,
-        proxy_cpu: cpu_before.zip(cpu_after).map(|(b, a)| a - b),
+        proxy_cpu: cpu_before
+            .iter()
+            .zip(&cpu_after)
+            .map(|(b, a)| a - b)
+            .collect(),
     })
 }

@@ -35,6 +35,7 @@ impl Memory {
     }
 }
 
+/// Memory of one proxy before and after the idle connections opened.
 pub struct Idle {
     pub connections: usize,
     pub before: Memory,
@@ -51,6 +52,10 @@ impl Idle {
     pub fn pss_per_connection(&self) -> f64 {
         (self.after.pss as f64 - self.before.pss as f64) / self.connections as f64
     }
+}
+
+fn read_all(pids: &[u32]) -> io::Result<Vec<Memory>> {
+    pids.iter().map(|&pid| Memory::read(pid)).collect()
 }
 
 fn open_many(proxy: SocketAddr, target: SocketAddr, n: usize) -> io::Result<Vec<TcpStream>> {
@@ -76,20 +81,27 @@ fn wait_for_open(servers: &Servers, want: usize) -> io::Result<()> {
     Ok(())
 }
 
-pub fn run(proxy: SocketAddr, proxy_pid: u32, servers: &Servers, n: usize) -> io::Result<Idle> {
+/// Opens `n` idle connections through `proxy` and reads the memory of
+/// every process in `pids` (the proxy, and for a chain the server behind
+/// it) before and after; one [`Idle`] per pid, in order.
+pub fn run(proxy: SocketAddr, pids: &[u32], servers: &Servers, n: usize) -> io::Result<Vec<Idle>> {
     drop(open_many(proxy, servers.idle, WARM_UP)?);
     wait_for_open(servers, 0)?;
     std::thread::sleep(QUIET);
-    let before = Memory::read(proxy_pid)?;
+    let before = read_all(pids)?;
     let held = open_many(proxy, servers.idle, n)?;
     wait_for_open(servers, n)?;
     std::thread::sleep(QUIET);
-    let after = Memory::read(proxy_pid)?;
+    let after = read_all(pids)?;
     drop(held);
     wait_for_open(servers, 0)?;
-    Ok(Idle {
-        connections: n,
-        before,
-        after,
-    })
+    Ok(before
+        .into_iter()
+        .zip(after)
+        .map(|(before, after)| Idle {
+            connections: n,
+            before,
+            after,
+        })
+        .collect())
 }

@@ -8,9 +8,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::peers::{self, Binaries, EtRule, Launch};
+use crate::peers::{self, Binaries, EtRule};
 use crate::procfs;
-use crate::proxy::{free_port, send_signal, ScratchDir};
+use crate::proxy::{free_port, send_signal, Ready, ScratchDir};
 
 /// The longest a reload may take before the measurement gives up.
 const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -54,10 +54,11 @@ pub fn run(bins: &Binaries, n: usize, done: &str) -> io::Result<Reload> {
     let dir_path = dir.path().to_owned();
     let (tags, rules) = generation("first", n);
     let config = peers::etemenanki_config(port, &tags, &rules);
-    let mut proxy = match peers::launch_etemenanki(bins, &config, addr, dir)? {
-        Launch::Ready(proxy) => proxy,
-        Launch::Skipped(why) => return Ok(Reload::Skipped(why)),
-    };
+    let mut proxy =
+        match peers::launch_etemenanki_as("etemenanki", bins, &config, addr, dir, Ready::Socks5)? {
+            Ok(proxy) => proxy,
+            Err(why) => return Ok(Reload::Skipped(why)),
+        };
     // Without a SIGHUP handler the signal would kill the runtime.
     if !procfs::catches(proxy.pid(), SIGHUP)? {
         return Ok(Reload::Skipped(
