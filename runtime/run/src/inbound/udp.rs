@@ -77,6 +77,7 @@ pub async fn associate(
         match association.poll_step(cx) {
             Poll::Ready(Step::Ended) => return Poll::Ready(Ok(())),
             Poll::Ready(Step::Moved) => sleep.as_mut().reset(Instant::now() + idle),
+            Poll::Ready(Step::Again) => {}
             Poll::Pending => {
                 return match sleep.as_mut().poll(cx) {
                     Poll::Ready(()) => Poll::Ready(Ok(())),
@@ -92,6 +93,10 @@ pub async fn associate(
 enum Step {
     /// A packet moved one way or the other.
     Moved,
+    /// Something was read that moves nothing (a stranger's datagram, a
+    /// byte on the control connection): look again, without counting it as
+    /// activity.
+    Again,
     /// The control connection closed: the association lives as long as it.
     Ended,
 }
@@ -125,12 +130,11 @@ impl Association {
             Poll::Ready(Ok(())) if read.filled().is_empty() => return Poll::Ready(Step::Ended),
             Poll::Ready(Err(_)) => return Poll::Ready(Step::Ended),
             // Bytes on the control connection mean nothing; look again.
-            Poll::Ready(Ok(())) => {
-                cx.waker().wake_by_ref();
-            }
+            Poll::Ready(Ok(())) => return Poll::Ready(Step::Again),
             Poll::Pending => {}
         }
         let mut moved = false;
+        let mut again = false;
         // Client to the fan-out: a packet routed and sent, or still pending.
         if let Some(range) = &self.outgoing {
             if self
@@ -161,7 +165,7 @@ impl Association {
                         moved = true;
                     }
                 }
-                cx.waker().wake_by_ref();
+                again = true;
             }
         }
         // The fan-out to the client: a reply framed with its source.
@@ -194,6 +198,8 @@ impl Association {
         }
         if moved {
             Poll::Ready(Step::Moved)
+        } else if again {
+            Poll::Ready(Step::Again)
         } else {
             Poll::Pending
         }
