@@ -541,3 +541,30 @@ fn websocket_early_data_refuses_a_header_without_an_allowance_and_bad_values() {
         assert_eq!((d.code, d.message.as_str()), (code, text), "{keys}");
     }
 }
+
+#[test]
+fn identity_psks_with_the_chacha_method_are_refused_where_they_are_written() {
+    let text = r#"
+[[outbound]]
+tag = "ss"
+protocol = "shadowsocks-2022"
+server = "ss.example.com"
+port = 8388
+[outbound.settings]
+method = "2022-blake3-chacha20-poly1305"
+psk = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+identity_psks = ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]
+"#;
+    let diags = compile(&Source::new("t.toml", text)).unwrap_err();
+    let d = diags.iter().find(|d| d.is_error()).expect("an error");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            "E0309",
+            "`identity_psks` need an aes method: 2022-blake3-chacha20-poly1305 has no identity headers"
+        )
+    );
+    // The span is the identity key's, not the method's.
+    let at = text.find("[\"AAAA").unwrap() + 1;
+    assert_eq!(d.span.start, at);
+}

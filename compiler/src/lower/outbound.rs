@@ -376,6 +376,15 @@ fn proxy_client(
                 .flatten()
                 .map(|p| Secret(key_value(cx, p, "identity_psks", len)))
                 .collect();
+            if method == Some(Ss2022Method::Blake3Chacha20Poly1305) {
+                if let Some(first) = s.identity_psks.iter().flatten().next() {
+                    cx.error(
+                        codes::INVALID_VALUE,
+                        first.span(),
+                        "`identity_psks` need an aes method: 2022-blake3-chacha20-poly1305 has no identity headers".to_owned(),
+                    );
+                }
+            }
             OutboundProtocol::Ss2022 {
                 upstream,
                 method: method.unwrap_or(Ss2022Method::Blake3Aes256Gcm),
