@@ -11,12 +11,19 @@
 //! does does not depend on the number of rules; a cold lookup in a large
 //! table pays for cache misses, as the indices no longer fit the CPU cache.
 //!
+//! A second table times `etc check` as a whole (compile, then render every
+//! warning for a human and as JSON) on the sizes of issue 14: 16,000
+//! outbounds nothing routes to, and 16,000 rules an earlier rule shadows,
+//! each written as TOML and as `.et`. Each of those is one warning a line
+//! of input, so a cost per warning that grows with the file shows here.
+//!
 //! `cargo bench -p etemenanki-compiler --bench route`
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use etemenanki_compiler::render::{self, Style};
 use etemenanki_compiler::{compile, Source};
 use etemenanki_ir::encode::{decode, encode};
 use etemenanki_ir::route::{shadowed, Cidr, FlowKey, Host, Network, PortRange, RouteTable, Rule};
@@ -215,6 +222,69 @@ fn toml(rules: &[Rule]) -> String {
     out
 }
 
+/// `count` outbounds that nothing routes to, after the one the default
+/// goes to.
+fn unused_outbounds(count: usize, et: bool) -> String {
+    (0..=count)
+        .map(|i| match (et, i) {
+            (true, 0) => "outbound direct freedom {}\n".to_owned(),
+            (true, _) => format!("outbound o{i} freedom {{}}\n"),
+            (false, 0) => "[[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n".to_owned(),
+            (false, _) => format!("[[outbound]]\ntag = \"o{i}\"\nprotocol = \"freedom\"\n\n"),
+        })
+        .collect()
+}
+
+/// A rule for 10.0.0.0/8 and `count` rules for the /24s inside it, which
+/// it shadows.
+fn shadowed_rules(count: usize, et: bool) -> String {
+    let cidrs = std::iter::once("10.0.0.0/8".to_owned())
+        .chain((0..count).map(|i| format!("10.{}.{}.0/24", (i >> 8) & 0xff, i & 0xff)));
+    if et {
+        let rules: String = cidrs.map(|c| format!("  cidr {c} -> block\n")).collect();
+        format!("outbound direct freedom {{}}\noutbound block blackhole {{}}\nroute {{\n{rules}  default -> direct\n}}\n")
+    } else {
+        let rules: String = cidrs
+            .map(|c| format!("[[route.rule]]\noutbound = \"block\"\ncidr = [\"{c}\"]\n\n"))
+            .collect();
+        format!("[[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[[outbound]]\ntag = \"block\"\nprotocol = \"blackhole\"\n\n[route]\ndefault = \"direct\"\n\n{rules}")
+    }
+}
+
+/// The second table: `etc check` on the configurations of issue 14.
+fn check_figures() {
+    println!(
+        "\n{:<32} {:>8} {:>10} {:>8} {:>8}",
+        "etc check", "warnings", "compile ms", "human ms", "json ms"
+    );
+    type Generate = fn(usize, bool) -> String;
+    let cases: [(&str, Generate); 2] = [
+        ("unused outbounds", unused_outbounds),
+        ("shadowed rules", shadowed_rules),
+    ];
+    for (what, generate) in cases {
+        for (et, ext) in [(false, "toml"), (true, "et")] {
+            let count = 16_000;
+            let source = Source::new(format!("generated.{ext}"), generate(count, et));
+            let (compiled, compile_time) =
+                time(|| compile(&source).expect("the generated config compiles"));
+            let warnings = compiled.warnings;
+            assert_eq!(warnings.len(), count, "{what}: one warning each");
+            let (human, human_time) = time(|| render::human(&source, &warnings, Style::plain()));
+            let (json, json_time) = time(|| render::json(&[(&source, &warnings[..])]));
+            black_box((human, json));
+            println!(
+                "{:<32} {:>8} {:>10.0} {:>8.0} {:>8.0}",
+                format!("{count} {what} ({ext})"),
+                warnings.len(),
+                compile_time.as_secs_f64() * 1e3,
+                human_time.as_secs_f64() * 1e3,
+                json_time.as_secs_f64() * 1e3,
+            );
+        }
+    }
+}
+
 fn time<T>(work: impl FnOnce() -> T) -> (T, Duration) {
     let start = Instant::now();
     let out = work();
@@ -303,4 +373,5 @@ fn main() {
             per_lookup(&misses[..COLD.min(misses.len())]),
         );
     }
+    check_figures();
 }

@@ -269,14 +269,14 @@ its resolvers and connections cost resources.",
     Code {
         code: UDP_TO_TCP_ONLY,
         title: "UDP routed to a TCP-only outbound",
-        explanation: "http, shadowsocks and shadowsocks-2022 outbounds carry only TCP, so UDP packets \
-routed to them are dropped. Route UDP elsewhere with a network = \"udp\" rule placed earlier.",
+        explanation: "http outbounds carry only TCP, so UDP packets routed to them are dropped. Route UDP \
+elsewhere with a network = \"udp\" rule placed earlier.",
     },
     Code {
         code: MIXED_BALANCER,
         title: "balancer mixes UDP-capable and TCP-only members",
-        explanation: "A balancer does not know which members carry UDP; a UDP flow handed to an http or \
-shadowsocks member is dropped. Balance only members that carry UDP, or route UDP elsewhere first.",
+        explanation: "A balancer does not know which members carry UDP; a UDP flow handed to an http \
+member is dropped. Balance only members that carry UDP, or route UDP elsewhere first.",
     },
     Code {
         code: ZERO_PROBE_TIMEOUT,

@@ -307,6 +307,9 @@ pub struct Route {
     /// Defaults to the first outbound.
     #[serde(default)]
     pub default: Option<Spanned<String>>,
+    /// `as_is` (the default), `ip_if_non_match` or `ip_on_demand`.
+    #[serde(default)]
+    pub domain_strategy: Option<Spanned<String>>,
     #[serde(default, rename = "rule")]
     pub rules: Vec<Spanned<Rule>>,
 }

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use crate::codes;
 
@@ -104,6 +105,10 @@ impl fmt::Display for Diagnostic {
 pub struct Source {
     pub path: String,
     pub text: String,
+    /// The byte offset each line starts at, built on first use, so that
+    /// finding the line of an offset is a binary search and not a scan from
+    /// the top of the file for every diagnostic.
+    line_starts: OnceLock<Vec<usize>>,
 }
 
 impl Source {
@@ -111,17 +116,46 @@ impl Source {
         Source {
             path: path.into(),
             text: text.into(),
+            line_starts: OnceLock::new(),
         }
+    }
+
+    fn line_starts(&self) -> &[usize] {
+        self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(at, _)| at + 1))
+                .collect()
+        })
+    }
+
+    /// The 0-based line a byte offset is on; an offset past the end is on
+    /// the last line.
+    pub fn line_index(&self, offset: usize) -> usize {
+        self.line_starts().partition_point(|&start| start <= offset) - 1
+    }
+
+    /// The byte range of a 0-based line, its `\n` included; empty past the
+    /// last line.
+    pub fn line_range(&self, line: usize) -> Span {
+        let starts = self.line_starts();
+        let len = self.text.len();
+        let start = starts.get(line).copied().unwrap_or(len);
+        let end = starts.get(line + 1).copied().unwrap_or(len);
+        start..end
+    }
+
+    /// How many lines the text has (a last line without `\n` counts).
+    pub fn line_count(&self) -> usize {
+        self.line_starts().len()
     }
 
     /// 1-based line and column (in characters) of a byte offset.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = floor_char_boundary(&self.text, offset.min(self.text.len()));
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let column = before[line_start..].chars().count() + 1;
-        (line, column)
+        let line = self.line_index(offset);
+        let line_start = self.line_range(line).start;
+        let column = self.text[line_start..offset].chars().count() + 1;
+        (line + 1, column)
     }
 
     /// Whether this source is written in the TOML front end's format.
@@ -175,6 +209,19 @@ mod tests {
         let src = Source::new("a.et", "ab\ncd\n");
         assert_eq!(src.line_col(0), (1, 1));
         assert_eq!(src.line_col(4), (2, 2));
+        assert_eq!(src.line_col(6), (3, 1));
+        assert_eq!(src.line_col(99), (3, 1));
+        assert_eq!(Source::new("b.et", "xé\ny").line_col(3), (1, 3));
+    }
+
+    #[test]
+    fn lines_are_found_by_their_start() {
+        let src = Source::new("a.et", "ab\ncd\nlast");
+        assert_eq!(src.line_count(), 3);
+        assert_eq!(src.line_index(3), 1);
+        assert_eq!(src.line_range(1), 3..6);
+        assert_eq!(src.line_range(2), 6..10);
+        assert_eq!(src.line_range(3), 10..10);
     }
 
     #[test]

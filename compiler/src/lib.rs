@@ -12,6 +12,7 @@ pub mod diagnostic;
 pub mod lower;
 pub mod plan_view;
 pub mod render;
+pub mod secrets;
 pub mod syntax;
 pub mod validate;
 
@@ -51,8 +52,12 @@ pub enum Failure {
 /// warning found, in source order.
 pub fn compile(source: &Source) -> Result<Compiled, Vec<Diagnostic>> {
     let config = syntax::parse(source)?;
-    let (spec, mut diags) = lower::lower(&config, source);
-    diags.extend(validate::validate(&config, &spec));
+    let lower::Lowered {
+        spec,
+        origins,
+        mut diags,
+    } = lower::lower(&config, source);
+    diags.extend(validate::validate(&config, &spec, &origins));
     diags.sort_by_key(|d| (d.span.start, d.severity));
     if diags.iter().any(Diagnostic::is_error) {
         Err(diags)
@@ -64,16 +69,40 @@ pub fn compile(source: &Source) -> Result<Compiled, Vec<Diagnostic>> {
     }
 }
 
-/// Reads and compiles a file.
+/// The largest configuration read: ten times the largest seen in practice.
+const CONFIG_LIMIT: u64 = 64 << 20;
+
+/// Reads and compiles a file: a regular file only, up to a bound.
 pub fn compile_file(path: &Path) -> Result<(Source, Compiled), Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = etemenanki_ir::file::read_regular(path, CONFIG_LIMIT).map_err(|e| {
         Failure::Io(format!(
             "cannot read {}: {}",
             path.display(),
             lower::io_text(&e)
         ))
     })?;
-    let source = Source::new(path.display().to_string(), text);
+    compile_bytes(path.display().to_string(), bytes)
+}
+
+/// Compiles the bytes of a file named `path`. Bytes that are not UTF-8 are
+/// an error at the first that is not, on the text with it replaced.
+pub fn compile_bytes(path: String, bytes: Vec<u8>) -> Result<(Source, Compiled), Failure> {
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let source = Source::new(path, String::from_utf8_lossy(e.as_bytes()).into_owned());
+            let diag = Diagnostic::error(
+                codes::SYNTAX,
+                at..at + char::REPLACEMENT_CHARACTER.len_utf8(),
+                "the file is not valid UTF-8",
+            )
+            .with_label("this byte is not UTF-8")
+            .with_help("configurations are UTF-8 text: convert the file, or remove the byte");
+            return Err(Failure::Invalid(source, vec![diag]));
+        }
+    };
+    let source = Source::new(path, text);
     match compile(&source) {
         Ok(compiled) => Ok((source, compiled)),
         Err(diags) => Err(Failure::Invalid(source, diags)),

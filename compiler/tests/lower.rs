@@ -283,41 +283,6 @@ default = "nowhere"
     }
 }
 
-/// Random and mutated text never panics the TOML front end or lowering.
-#[test]
-fn random_text_never_panics() {
-    let seed = include_str!("fixtures/W0004.toml");
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let alphabet = b"[]{}=\"'.,-_:/ \n#abcdefghijklmnoptuvwxyz0123456789";
-    for round in 0..3_000 {
-        let mut bytes = seed.as_bytes().to_vec();
-        for _ in 0..(1 + next() % 8) {
-            let at = (next() as usize) % (bytes.len() + 1);
-            let c = alphabet[(next() as usize) % alphabet.len()];
-            match next() % 3 {
-                0 if at < bytes.len() => bytes[at] = c,
-                1 if at < bytes.len() => {
-                    bytes.remove(at);
-                }
-                _ => bytes.insert(at, c),
-            }
-        }
-        if round % 10 == 0 {
-            bytes = (0..(next() % 300))
-                .map(|_| alphabet[(next() as usize) % alphabet.len()])
-                .collect();
-        }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let _ = compile(&Source::new("fuzz.toml", text));
-    }
-}
-
 /// A source beside examples/, where `tls/cert.pem` and `tls/key.pem` are.
 fn beside_examples(text: &str) -> Source {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/test.toml");

@@ -273,7 +273,7 @@ fn a_corrupt_state_file_is_one_line_that_says_what_it_found() {
     assert_eq!(
         run.stderr,
         format!(
-            "error: {}: state format version 9 is not supported: this build reads version 2\n",
+            "error: {}: state format version 9 is not supported: this build reads version 3\n",
             old.display()
         )
     );

@@ -20,8 +20,9 @@ use crate::spec::Spec;
 
 pub const MAGIC: &[u8; 8] = b"ETEMPLAN";
 /// Bumped with every change to the encoding of the spec (2: socks and http
-/// inbounds carry an optional TLS server configuration).
-pub const FORMAT_VERSION: u16 = 2;
+/// inbounds carry an optional TLS server configuration; 3: the route table
+/// carries its domain strategy).
+pub const FORMAT_VERSION: u16 = 3;
 
 /// A decoded plan: its header and its spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,7 +197,7 @@ mod tests {
         let err = decode(&bytes).unwrap_err().to_string();
         assert_eq!(
             err,
-            "plan format version 9 is not supported: this build reads version 2; rebuild the plan with a matching etc"
+            "plan format version 9 is not supported: this build reads version 3; rebuild the plan with a matching etc"
         );
     }
 

@@ -4,6 +4,7 @@
 
 pub mod base64;
 pub mod encode;
+pub mod file;
 pub mod plan;
 pub mod route;
 pub mod spec;

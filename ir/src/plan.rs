@@ -24,8 +24,9 @@
 //!   still be draining;
 //! - the internal DNS target is rebuilt only with the DNS spec (or the socket
 //!   policy its resolvers dial under);
-//! - the route plane is republished when the route table (rules and default,
-//!   not the source lines they were written on) or the limits changed, or
+//! - the route plane is republished when the route table (rules, default
+//!   and domain strategy, not the source lines the rules were written on)
+//!   or the limits changed, or
 //!   when any target it holds was built, drained or removed.
 
 mod diff;
@@ -366,6 +367,7 @@ pub fn plan(state: &DeployedState, new: &Spec) -> Plan {
 /// changing what the rule does, and must not make a reload look like a change.
 fn same_routes(a: &RouteTable, b: &RouteTable) -> bool {
     a.default() == b.default()
+        && a.domain_strategy() == b.domain_strategy()
         && a.rules().len() == b.rules().len()
         && a.rules().iter().zip(b.rules()).all(|(x, y)| {
             Rule {

@@ -241,13 +241,11 @@ impl OutboundProtocol {
         self.upstream().map(|u| &u.server)
     }
 
-    /// Whether UDP flows can be carried (http and both shadowsocks families
-    /// carry only TCP).
+    /// Whether UDP flows can be carried: http carries only TCP. Both
+    /// shadowsocks families carry UDP in the formats shadowsocks-rust,
+    /// sing-box and Xray relay, beyond the seeds, which refuse it.
     pub fn carries_udp(&self) -> bool {
-        !matches!(
-            self,
-            Self::Http { .. } | Self::Shadowsocks { .. } | Self::Ss2022 { .. }
-        )
+        !matches!(self, Self::Http { .. })
     }
 
     /// Whether the outbound holds resolvers built from the DNS spec, so a DNS

@@ -24,8 +24,9 @@ use crate::spec::Spec;
 
 pub const MAGIC: &[u8; 8] = b"ETEMSTAT";
 /// Bumped with every change to the encoding of the spec (2: socks and http
-/// inbounds carry an optional TLS server configuration).
-pub const FORMAT_VERSION: u16 = 2;
+/// inbounds carry an optional TLS server configuration; 3: the route table
+/// carries its domain strategy).
+pub const FORMAT_VERSION: u16 = 3;
 const HEADER: usize = 8 + 2 + 32;
 
 /// The running spec, the version of every tag ever deployed and the epoch.

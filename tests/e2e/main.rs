@@ -8,6 +8,7 @@ mod chain;
 mod etc;
 mod plan;
 mod reload;
+mod route_bypass;
 mod route_context;
 mod runtime;
 mod serve;

@@ -333,3 +333,30 @@ fn a_second_runtime_on_a_taken_address_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_inbound_added_on_port_0_gets_a_port_of_its_own() {
+    let echo = tcp_echo();
+    let one = spec(
+        vec![socks_inbound("first", false)],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    let runtime = Runtime::start(&one);
+    let first = runtime.addr("first");
+    let mut two = one.clone();
+    two.inbounds.push(socks_inbound("second", false));
+    let log = runtime.reload(&two);
+    assert!(log.contains("reload: applied epoch"), "{log}");
+    let second = runtime.addr("second");
+    assert_ne!(
+        first, second,
+        "the second inbound took the first one's socket"
+    );
+    assert_eq!(runtime.addr("first"), first);
+    for proxy in [first, second] {
+        let mut stream = socks5_connect(proxy, echo, None).unwrap();
+        assert_eq!(exchange(&mut stream, b"ping"), b"ping", "via {proxy}");
+    }
+}

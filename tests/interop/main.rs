@@ -6,9 +6,12 @@
 mod curl;
 mod dante;
 mod microsocks;
+mod shadowsocks;
 // Shared with tests/e2e, which uses parts these tests do not.
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
 mod tinyproxy;
+mod tls;
+mod trojan;
 mod v2ray;

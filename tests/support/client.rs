@@ -79,6 +79,12 @@ fn socks5_request(stream: &mut TcpStream, command: u8, addr: SocketAddr) -> io::
     request.extend_from_slice(&ip.octets());
     request.extend_from_slice(&addr.port().to_be_bytes());
     stream.write_all(&request)?;
+    read_reply(stream)
+}
+
+/// Reads a SOCKS5 reply's bound address; a non-zero reply is an error
+/// naming it.
+fn read_reply(stream: &mut TcpStream) -> io::Result<SocketAddr> {
     let mut head = [0u8; 4];
     stream.read_exact(&mut head)?;
     if head[1] != 0 {
@@ -117,6 +123,44 @@ pub fn socks5_connect(
     let mut stream = connect(proxy)?;
     socks5_greet(&mut stream, login)?;
     socks5_request(&mut stream, 1, target)?;
+    Ok(stream)
+}
+
+/// Where a SOCKS5 request goes: an address of either family, or a name as
+/// the client wrote it (address type 3), whatever its text.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    Ip(SocketAddr),
+    Name(&'a str, u16),
+}
+
+/// A SOCKS5 CONNECT through `proxy` to `target`, written as `target` says;
+/// a non-zero reply is an error naming it (`socks reply 2`).
+pub fn socks5_connect_to(proxy: SocketAddr, target: Target) -> io::Result<TcpStream> {
+    let mut stream = connect(proxy)?;
+    socks5_greet(&mut stream, None)?;
+    let mut request = vec![5, 1, 0];
+    match target {
+        Target::Ip(SocketAddr::V4(addr)) => {
+            request.push(1);
+            request.extend_from_slice(&addr.ip().octets());
+        }
+        Target::Ip(SocketAddr::V6(addr)) => {
+            request.push(4);
+            request.extend_from_slice(&addr.ip().octets());
+        }
+        Target::Name(name, _) => {
+            request.extend_from_slice(&[3, name.len() as u8]);
+            request.extend_from_slice(name.as_bytes());
+        }
+    }
+    let port = match target {
+        Target::Ip(addr) => addr.port(),
+        Target::Name(_, port) => port,
+    };
+    request.extend_from_slice(&port.to_be_bytes());
+    stream.write_all(&request)?;
+    read_reply(&mut stream)?;
     Ok(stream)
 }
 
@@ -186,6 +230,12 @@ impl Association {
             relay,
             socket,
         })
+    }
+
+    /// The association's own socket and the relay it sends to, for a test
+    /// that writes its datagrams byte by byte.
+    pub fn parts(&self) -> (&UdpSocket, SocketAddr) {
+        (&self.socket, self.relay)
     }
 
     /// Where the proxy relays this association's datagrams.

@@ -63,6 +63,20 @@ impl Config {
         self.outbound("http", Some(server), login)
     }
 
+    /// The default outbound: a `protocol` client of `server`, with the
+    /// outbound's tables (`[outbound.stream]`, `[outbound.settings]`, ...)
+    /// as `tables` writes them.
+    pub fn proxy_out(mut self, protocol: &str, server: SocketAddr, tables: &str) -> Config {
+        let _ = write!(
+            self.text,
+            "[[outbound]]\ntag = \"out\"\nprotocol = \"{protocol}\"\n\
+             server = \"{}\"\nport = {}\n{tables}\n[route]\ndefault = \"out\"\n",
+            server.ip(),
+            server.port()
+        );
+        self
+    }
+
     /// The default outbound: `freedom`, straight to the destination.
     pub fn freedom(self) -> Config {
         self.outbound("freedom", None, None)
@@ -100,29 +114,35 @@ impl Config {
     /// Compiles the configuration in `dir` with `etc build` and starts
     /// `etemenanki-run` on the plan, waiting until every inbound listens.
     pub fn start(self, dir: &Path) -> Process {
-        let source = dir.join("etemenanki.toml");
-        let plan = dir.join("plan.bin");
-        std::fs::write(&source, &self.text).expect("writing the configuration");
-        let out = Command::new(ours("etc"))
-            .arg("build")
-            .arg(&source)
-            .arg("-o")
-            .arg(&plan)
-            .output()
-            .expect("running etc build");
-        assert!(
-            out.status.success(),
-            "etc build failed ({}):\n{}\nconfiguration:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr),
-            self.text
-        );
-        let mut process = serve(&plan, &[], dir);
-        for addr in self.listens {
-            process.wait_listening(addr);
-        }
-        process
+        start_ours(dir, "etemenanki.toml", &self.text, &self.listens)
     }
+}
+
+/// Writes `text` to `<dir>/<file>` (`.toml` or `.et`), compiles it with the
+/// real `etc build` and serves the plan with `etemenanki-run`, waiting until
+/// every address in `listens` accepts connections.
+pub fn start_ours(dir: &Path, file: &str, text: &str, listens: &[SocketAddr]) -> Process {
+    let source = dir.join(file);
+    let plan = dir.join("plan.bin");
+    std::fs::write(&source, text).expect("writing the configuration");
+    let out = Command::new(ours("etc"))
+        .arg("build")
+        .arg(&source)
+        .arg("-o")
+        .arg(&plan)
+        .output()
+        .expect("running etc build");
+    assert!(
+        out.status.success(),
+        "etc build failed ({}):\n{}\nconfiguration:\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let mut process = serve(&plan, &[], dir);
+    for &addr in listens {
+        process.wait_listening(addr);
+    }
+    process
 }
 
 /// Starts `etemenanki-run` on `plan` (with `args` after it) and debug

@@ -5,6 +5,7 @@
 //! with `#[path]` and uses what it needs.
 
 pub mod binaries;
+pub mod certs;
 pub mod client;
 pub mod etemenanki;
 pub mod process;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::{Format, INVALID, USAGE};
 use crate::render::{self, Style};
-use crate::{compile, lower, Diagnostic, Source};
+use crate::{compile_file, Diagnostic, Failure, Source};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,21 +23,11 @@ pub fn run(args: Args) -> ExitCode {
     let mut checked: Vec<(Source, Vec<Diagnostic>)> = Vec::new();
     let mut unreadable = false;
     for path in &args.files {
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
-                let source = Source::new(path.display().to_string(), text);
-                let diags = match compile(&source) {
-                    Ok(compiled) => compiled.warnings,
-                    Err(diags) => diags,
-                };
-                checked.push((source, diags));
-            }
-            Err(err) => {
-                eprintln!(
-                    "error: cannot read {}: {}",
-                    path.display(),
-                    lower::io_text(&err)
-                );
+        match compile_file(path) {
+            Ok((source, compiled)) => checked.push((source, compiled.warnings)),
+            Err(Failure::Invalid(source, diags)) => checked.push((source, diags)),
+            Err(Failure::Io(message)) => {
+                errln!("error: {message}");
                 unreadable = true;
             }
         }
@@ -46,14 +36,14 @@ pub fn run(args: Args) -> ExitCode {
         Format::Human => {
             let style = Style::detect();
             for (source, diags) in &checked {
-                eprint!("{}", render::human(source, diags, style));
-                eprintln!("{}", render::summary(&source.path, diags));
+                err!("{}", render::human(source, diags, style));
+                errln!("{}", render::summary(&source.path, diags));
             }
         }
         Format::Json => {
             let files: Vec<(&Source, &[Diagnostic])> =
                 checked.iter().map(|(s, d)| (s, &d[..])).collect();
-            println!("{}", render::json(&files));
+            outln!("{}", render::json(&files));
         }
     }
     let failed = checked

@@ -14,11 +14,11 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     match codes::lookup(&args.code) {
         Some(code) => {
-            println!("{}: {}\n\n{}", code.code, code.title, code.explanation);
+            outln!("{}: {}\n\n{}", code.code, code.title, code.explanation);
             ExitCode::SUCCESS
         }
         None => {
-            eprintln!(
+            errln!(
                 "error: no diagnostic code {}; codes run from E0001 to W0005",
                 args.code
             );

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use etemenanki_ir::encode::{self, Plan};
+use etemenanki_ir::file::{read_regular, PLAN_LIMIT};
 use etemenanki_ir::spec::{
     DnsSpec, InboundProtocol, InboundTransport, OutboundProtocol, ServerShape, ServerTls, Spec,
     StreamShape, TransportSpec,
@@ -22,16 +23,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let plan = match std::fs::read(&args.plan) {
+    let plan = match read_regular(&args.plan, PLAN_LIMIT) {
         Ok(bytes) => match encode::decode(&bytes) {
             Ok(plan) => plan,
             Err(err) => {
-                eprintln!("error: {}: {err}", args.plan.display());
+                errln!("error: {}: {err}", args.plan.display());
                 return ExitCode::from(USAGE);
             }
         },
         Err(err) => {
-            eprintln!(
+            errln!(
                 "error: cannot read {}: {}",
                 args.plan.display(),
                 crate::lower::io_text(&err)
@@ -40,8 +41,8 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     match args.format {
-        Format::Human => print!("{}", human(&plan)),
-        Format::Json => println!(
+        Format::Human => out!("{}", human(&plan)),
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&as_json(&plan)).expect("json")
         ),
@@ -115,9 +116,10 @@ pub fn human(plan: &Plan) -> String {
     }
     let _ = writeln!(
         out,
-        "\nroute: {} rules, default -> {}",
+        "\nroute: {} rules, default -> {}, domain strategy {}",
         spec.route.rules().len(),
-        spec.route.default()
+        spec.route.default(),
+        spec.route.domain_strategy()
     );
     let _ = writeln!(out, "dns: {}", dns(spec));
     out

@@ -10,13 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use etemenanki_ir::file::{read_regular, PLAN_LIMIT};
 use etemenanki_ir::spec::Spec;
 use etemenanki_ir::state::DeployedState;
 use etemenanki_ir::{encode, plan, state};
 
 use super::{report_failure, Format, INVALID, USAGE};
 use crate::render;
-use crate::{plan_view, Failure, Source};
+use crate::{plan_view, Failure};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -55,8 +56,8 @@ pub fn run(args: Args) -> ExitCode {
     };
     let plan = plan::plan(&old, &new);
     match args.format {
-        Format::Human => print!("{}", plan_view::human(&plan, args.verbose)),
-        Format::Json => println!("{}", plan_view::json(&plan)),
+        Format::Human => out!("{}", plan_view::human(&plan, args.verbose)),
+        Format::Json => outln!("{}", plan_view::json(&plan)),
     }
     match args.detailed_exitcode && plan.has_changes() {
         true => ExitCode::from(CHANGES),
@@ -79,8 +80,8 @@ impl LoadError {
         match self {
             // No source snippets: a line next to an error may hold a secret.
             LoadError::Compile(Failure::Invalid(source, diags)) if format == Format::Human => {
-                eprint!("{}", render::compact(source, diags));
-                eprintln!("{}", render::summary(&source.path, diags));
+                err!("{}", render::compact(source, diags));
+                errln!("{}", render::summary(&source.path, diags));
                 INVALID
             }
             LoadError::Compile(failure) => {
@@ -91,7 +92,7 @@ impl LoadError {
                 }
             }
             LoadError::File(message) => {
-                eprintln!("error: {message}");
+                errln!("error: {message}");
                 USAGE
             }
         }
@@ -121,9 +122,11 @@ fn load_new(path: &Path) -> Result<Spec, LoadError> {
     }
 }
 
-/// Reads a state file, a plan.bin or a source configuration.
+/// Reads a state file, a plan.bin or a source configuration. A file
+/// shorter than a magic but the start of one is a truncated file of that
+/// kind, not a configuration.
 fn load(path: &Path) -> Result<Input, LoadError> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    let bytes = read_regular(path, PLAN_LIMIT).map_err(|e| {
         let message = format!(
             "cannot read {}: {}",
             path.display(),
@@ -132,21 +135,22 @@ fn load(path: &Path) -> Result<Input, LoadError> {
         LoadError::Compile(Failure::Io(message))
     })?;
     let failed = |e: &dyn std::fmt::Display| LoadError::File(format!("{}: {e}", path.display()));
-    if bytes.starts_with(state::MAGIC) {
-        return DeployedState::decode(&bytes)
+    let starts =
+        |magic: &[u8]| bytes.starts_with(magic) || (!bytes.is_empty() && magic.starts_with(&bytes));
+    match (starts(state::MAGIC), starts(encode::MAGIC)) {
+        (true, true) => Err(failed(&format_args!(
+            "truncated plan or state file: {} bytes, shorter than the {}-byte magic",
+            bytes.len(),
+            encode::MAGIC.len()
+        ))),
+        (true, false) => DeployedState::decode(&bytes)
             .map(Input::State)
-            .map_err(|e| failed(&e));
-    }
-    if bytes.starts_with(encode::MAGIC) {
-        return encode::decode(&bytes)
+            .map_err(|e| failed(&e)),
+        (false, true) => encode::decode(&bytes)
             .map(|p| Input::Spec(p.spec))
-            .map_err(|e| failed(&e));
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|_| failed(&"not UTF-8 text, nor a plan.bin or state file"))?;
-    let source = Source::new(path.display().to_string(), text);
-    match crate::compile(&source) {
-        Ok(compiled) => Ok(Input::Spec(compiled.spec)),
-        Err(diags) => Err(LoadError::Compile(Failure::Invalid(source, diags))),
+            .map_err(|e| failed(&e)),
+        (false, false) => crate::compile_bytes(path.display().to_string(), bytes)
+            .map(|(_, compiled)| Input::Spec(compiled.spec))
+            .map_err(LoadError::Compile),
     }
 }

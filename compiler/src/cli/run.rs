@@ -1,7 +1,9 @@
 //! `etc run CONFIG`: compile a configuration and start the runtime on it,
 //! for development and the README. The plan is written next to the config's
-//! name under the system's temporary directory, mode 0600, and the runtime
-//! replaces this process.
+//! name under the system's temporary directory, mode 0600 and through a
+//! fresh temporary file (the directory is shared: see
+//! `etemenanki_ir::file::write_private`), and the runtime replaces this
+//! process.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -29,8 +31,8 @@ pub fn run(args: Args) -> ExitCode {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let plan = std::env::temp_dir().join(format!("etemenanki-{stem}-{}.bin", std::process::id()));
-    if let Err(err) = super::build::write_private(&plan, &compiled.plan_bytes(&source)) {
-        eprintln!("error: cannot write {}: {err}", plan.display());
+    if let Err(err) = etemenanki_ir::file::write_private(&plan, &compiled.plan_bytes(&source)) {
+        errln!("error: cannot write {}: {err}", plan.display());
         return ExitCode::from(USAGE);
     }
     let runtime = runtime_binary();
@@ -38,7 +40,7 @@ pub fn run(args: Args) -> ExitCode {
         .arg(&plan)
         .args(&args.runtime_args)
         .exec();
-    eprintln!("error: cannot start {}: {err}", runtime.display());
+    errln!("error: cannot start {}: {err}", runtime.display());
     ExitCode::from(USAGE)
 }
 

@@ -2,7 +2,9 @@
 //!
 //! Lowering never stops at the first problem: a bad value is reported with its
 //! span and lowering carries on with a placeholder, so one run reports
-//! everything. The result is used only when no error was reported.
+//! everything. An inbound, outbound or rule that needed a placeholder is then
+//! left out of the spec, so that no analysis after lowering takes it for what
+//! was written. The result is used only when no error was reported.
 
 mod balancer;
 mod host;
@@ -12,18 +14,36 @@ mod route;
 mod transport;
 pub mod values;
 
-use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
+use etemenanki_ir::file::read_regular;
 use etemenanki_ir::spec::{DrainPolicy, Spec};
 
 use crate::config::{Config, SecretValue, Spanned};
 use crate::diagnostic::{Diagnostic, Source, Span};
 use crate::{codes, diagnostic};
 
-/// Lowers a parsed configuration. Returns the spec and every diagnostic found
-/// on the way; the spec is meaningful only when no diagnostic is an error.
-pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
+/// A lowered configuration.
+pub struct Lowered {
+    /// Meaningful only when no diagnostic is an error. An inbound, outbound
+    /// or rule whose lowering reported an error is left out, so the
+    /// analyses in `validate` never see a placeholder: a value already
+    /// reported feeds no follow-on diagnostic.
+    pub spec: Spec,
+    pub origins: Origins,
+    pub diags: Vec<Diagnostic>,
+}
+
+/// Where the inbounds and rules of a [`Lowered`] spec came from: the index
+/// of each in the configuration.
+#[derive(Debug)]
+pub struct Origins {
+    pub inbounds: Vec<usize>,
+    pub rules: Vec<usize>,
+}
+
+/// Lowers a parsed configuration, reporting every problem on the way.
+pub fn lower(config: &Config, source: &Source) -> Lowered {
     let base = Path::new(&source.path)
         .parent()
         .map(Path::to_path_buf)
@@ -32,28 +52,19 @@ pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
         diags: Vec::new(),
         base,
         source,
-        line_starts: OnceCell::new(),
     };
     let drain = config
         .drain
         .as_ref()
         .map_or(DrainPolicy::Keep, |d| d.get_ref().0);
-    let outbounds = config
-        .outbounds
-        .iter()
-        .map(|o| outbound::lower(&mut cx, o, drain))
-        .collect();
-    let inbounds = config
-        .inbounds
-        .iter()
-        .map(|i| inbound::lower(&mut cx, i))
-        .collect();
+    let (outbounds, _) = cx.each_clean(&config.outbounds, |cx, o| outbound::lower(cx, o, drain));
+    let (inbounds, inbound_origins) = cx.each_clean(&config.inbounds, inbound::lower);
     let balancers = config
         .balancers
         .iter()
         .map(|b| balancer::lower(&mut cx, b))
         .collect();
-    let route = route::lower(&mut cx, config);
+    let (route, rule_origins) = route::lower(&mut cx, config);
     let dns = host::dns(&mut cx, config.dns.as_ref());
     let socket = host::socket(&mut cx, config.socket.as_ref());
     let limits = host::limits(&mut cx, config.limits.as_ref());
@@ -66,7 +77,14 @@ pub fn lower(config: &Config, source: &Source) -> (Spec, Vec<Diagnostic>) {
         socket,
         limits,
     };
-    (spec, cx.diags)
+    Lowered {
+        spec,
+        origins: Origins {
+            inbounds: inbound_origins,
+            rules: rule_origins,
+        },
+        diags: cx.diags,
+    }
 }
 
 /// The lowering context: where diagnostics go and where relative paths start.
@@ -76,9 +94,6 @@ pub(crate) struct Cx<'a> {
     /// certificate paths are relative to it.
     pub base: PathBuf,
     pub source: &'a Source,
-    /// The byte offset each line starts at, so [`Cx::line`] is a binary
-    /// search and not a scan from the top of the file for every rule.
-    line_starts: OnceCell<Vec<usize>>,
 }
 
 impl Cx<'_> {
@@ -92,18 +107,40 @@ impl Cx<'_> {
         self.diags.last_mut().expect("just pushed")
     }
 
+    /// Lowers each item, keeping those that reported no error, with their
+    /// indices.
+    pub fn each_clean<T, L>(
+        &mut self,
+        items: &[T],
+        mut lower: impl FnMut(&mut Self, &T) -> L,
+    ) -> (Vec<L>, Vec<usize>) {
+        let mut kept = Vec::with_capacity(items.len());
+        let mut origins = Vec::with_capacity(items.len());
+        for (at, item) in items.iter().enumerate() {
+            let before = self.diags.len();
+            let lowered = lower(self, item);
+            if !self.diags[before..].iter().any(Diagnostic::is_error) {
+                kept.push(lowered);
+                origins.push(at);
+            }
+        }
+        (kept, origins)
+    }
+
     pub fn path(&self, path: &str) -> PathBuf {
         self.base.join(path)
     }
 
+    /// Reads a file the configuration names: a regular file of at most
+    /// `limit` bytes (a FIFO would hang the compiler, `/dev/zero` exhaust
+    /// its memory).
+    pub fn read(&self, path: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+        read_regular(&self.path(path), limit)
+    }
+
     /// The 1-based line a byte offset is on.
     pub fn line(&self, offset: usize) -> u32 {
-        let starts = self.line_starts.get_or_init(|| {
-            std::iter::once(0)
-                .chain(self.source.text.match_indices('\n').map(|(at, _)| at + 1))
-                .collect()
-        });
-        starts.partition_point(|&start| start <= offset) as u32
+        (self.source.line_index(offset) + 1) as u32
     }
 
     /// Reads a secret: inline, from the environment, or from a file (one
@@ -125,7 +162,7 @@ impl Cx<'_> {
                     String::new()
                 }
             },
-            SecretValue::File(path) => match std::fs::read_to_string(self.path(path)) {
+            SecretValue::File(path) => match self.read(path, SECRET_LIMIT).and_then(utf8) {
                 Ok(text) => text.strip_suffix('\n').map(str::to_owned).unwrap_or(text),
                 Err(err) => {
                     self.error(
@@ -183,6 +220,18 @@ impl Cx<'_> {
         }
         None
     }
+}
+
+/// The largest secret file read: far more than any password or key.
+const SECRET_LIMIT: u64 = 1 << 20;
+
+/// The largest certificate, key or CA bundle read: ten times the size of a
+/// system's whole CA bundle.
+pub(crate) const PEM_LIMIT: u64 = 16 << 20;
+
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 /// The span of an optional value, for "set but not accepted" checks.

@@ -199,6 +199,10 @@ fn server(cx: &mut Cx, o: &Outbound, span: Span) -> HostPort {
         }),
         None => {
             missing(cx, span.clone(), "server", protocol);
+            if !cx.source.is_toml() {
+                cx.diags.last_mut().expect("just pushed").help =
+                    Some("write `server = <host>:<port>`".into());
+            }
             Host::Domain(String::new())
         }
     };
@@ -212,8 +216,12 @@ fn server(cx: &mut Cx, o: &Outbound, span: Span) -> HostPort {
             0
         }
         Some(p) => *p.get_ref(),
+        // In .et the port is written in `server = host:port`, whose absence
+        // is reported above.
         None => {
-            missing(cx, span, "port", protocol);
+            if cx.source.is_toml() {
+                missing(cx, span, "port", protocol);
+            }
             0
         }
     };

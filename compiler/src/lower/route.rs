@@ -1,15 +1,17 @@
 //! `[route]` -> the rules of the route table, in the order written.
 
 use etemenanki_ir::route::{
-    geoip_category, normalize_domain, normalize_keyword, Cidr, Network, RouteTable, Rule,
-    GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
+    geoip_category, normalize_domain, normalize_keyword, Cidr, DomainStrategy, Network, RouteTable,
+    Rule, GEOIP_CATEGORIES, GEOSITE_CATEGORIES,
 };
 
 use super::Cx;
 use crate::codes;
 use crate::config::{self, Config, Spanned};
 
-pub fn lower(cx: &mut Cx, config: &Config) -> RouteTable {
+/// The route table of the rules that lowered without an error, and the
+/// index of each in the configuration.
+pub fn lower(cx: &mut Cx, config: &Config) -> (RouteTable, Vec<usize>) {
     let route = config.route.as_ref();
     let default = match route.and_then(|r| r.default.as_ref()) {
         Some(tag) => tag.get_ref().clone(),
@@ -21,21 +23,44 @@ pub fn lower(cx: &mut Cx, config: &Config) -> RouteTable {
             .map(|o| o.get_ref().tag.get_ref().clone())
             .unwrap_or_default(),
     };
-    let rules: Vec<Rule> = route
-        .map_or(&[][..], |r| &r.rules[..])
-        .iter()
-        .map(|r| rule(cx, r))
-        .collect();
-    // Every value the table refuses was reported above with its span; the
-    // table's own message is only a backstop, so a rule is never dropped
-    // silently.
-    RouteTable::new(rules, default.clone()).unwrap_or_else(|why| {
-        if !cx.diags.iter().any(|d| d.is_error()) {
-            let first = route.and_then(|r| r.rules.first());
-            cx.error(codes::INVALID_VALUE, first.map_or(0..0, |r| r.span()), why);
+    let source_rules = route.map_or(&[][..], |r| &r.rules[..]);
+    let (rules, origins) = cx.each_clean(source_rules, rule);
+    let strategy = route
+        .and_then(|r| r.domain_strategy.as_ref())
+        .and_then(|s| domain_strategy(cx, s))
+        .unwrap_or_default();
+    // Every value the table refuses was reported above with its span, and
+    // its rule left out; the table's own message is only a backstop, so a
+    // rule is never dropped silently.
+    let (table, origins) = match RouteTable::new(rules, default.clone()) {
+        Ok(table) => (table, origins),
+        Err(why) => {
+            let first = source_rules.first().map_or(0..0, |r| r.span());
+            cx.error(codes::INVALID_VALUE, first, why);
+            let empty = RouteTable::new(vec![], default).expect("a table without rules compiles");
+            (empty, Vec::new())
         }
-        RouteTable::new(vec![], default).expect("a table without rules compiles")
-    })
+    };
+    (table.with_domain_strategy(strategy), origins)
+}
+
+/// `as_is`, `ip_if_non_match` or `ip_on_demand`; Xray's spelling of one
+/// (`IPIfNonMatch`) is told which of ours it is.
+fn domain_strategy(cx: &mut Cx, value: &Spanned<String>) -> Option<DomainStrategy> {
+    let names = DomainStrategy::names();
+    let parsed = cx.one_of(value, "domain_strategy", &names, DomainStrategy::parse);
+    if parsed.is_none() {
+        if let (Some(ours), Some(diag)) = (
+            DomainStrategy::from_xray(value.get_ref()),
+            cx.diags.last_mut(),
+        ) {
+            diag.help = Some(format!(
+                "write \"{ours}\": Xray's `{}` is spelt that way here",
+                value.get_ref()
+            ));
+        }
+    }
+    parsed
 }
 
 /// Reports a domain-like value the route table would refuse.

@@ -6,7 +6,7 @@ use etemenanki_ir::spec::{
     TlsSpec, TransportSpec, Verify,
 };
 
-use super::{io_text, Cx};
+use super::{io_text, Cx, PEM_LIMIT};
 use crate::codes;
 use crate::config::{ClientTlsConfig, InboundStream, OutboundStream, Spanned};
 
@@ -173,7 +173,7 @@ pub fn client_tls(cx: &mut Cx, tls: Option<&Spanned<ClientTlsConfig>>, host: &st
 
 fn ca_bundle(cx: &mut Cx, ca: &Spanned<String>) -> Verify {
     let path = ca.get_ref();
-    match std::fs::read(cx.path(path)) {
+    match cx.read(path, PEM_LIMIT) {
         Ok(pem) if has_pem(&pem, "CERTIFICATE") => Verify::CustomCa {
             path: path.clone(),
             pem,
@@ -345,7 +345,7 @@ pub fn server_tls(cx: &mut Cx, tls: &Spanned<crate::config::ServerTlsConfig>) ->
 }
 
 fn pem_file(cx: &mut Cx, path: &Spanned<String>, label: &str, what: &str) -> Vec<u8> {
-    match std::fs::read(cx.path(path.get_ref())) {
+    match cx.read(path.get_ref(), PEM_LIMIT) {
         // "PRIVATE KEY" also matches "RSA PRIVATE KEY" and "EC PRIVATE KEY".
         Ok(pem) if String::from_utf8_lossy(&pem).contains(label) && has_begin(&pem) => pem,
         Ok(_) => {

@@ -1,9 +1,9 @@
 //! The TOML front end: the schema of seed 004, deserialized with serde so
 //! that unknown keys, wrong types and missing keys get serde's exact texts.
 
-use crate::codes;
 use crate::config::Config;
 use crate::diagnostic::Diagnostic;
+use crate::{codes, secrets};
 
 /// Parses a TOML configuration. serde stops at the first problem, so this
 /// returns at most one diagnostic; the checks after lowering report all.
@@ -12,7 +12,16 @@ pub fn parse(text: &str) -> Result<Config, Vec<Diagnostic>> {
 }
 
 fn diagnostic(err: &toml::de::Error, text: &str) -> Diagnostic {
-    let message = err.message().trim_end().to_owned();
+    let span = err.span().unwrap_or(0..0);
+    let span = span.start.min(text.len())..span.end.min(text.len());
+    // toml has no words for some characters (a lone `\r`): say which.
+    let message = match err.message().trim_end() {
+        "" => match text.get(span.start..).and_then(|rest| rest.chars().next()) {
+            Some(c) => format!("unexpected character `{}`", c.escape_debug()),
+            None => "unexpected end of file".to_owned(),
+        },
+        message => message.to_owned(),
+    };
     let code = if message.starts_with("unknown field") {
         codes::UNKNOWN_KEY
     } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
@@ -24,8 +33,11 @@ fn diagnostic(err: &toml::de::Error, text: &str) -> Diagnostic {
     } else {
         codes::SYNTAX
     };
-    let span = err.span().unwrap_or(0..0);
-    let span = span.start.min(text.len())..span.end.min(text.len());
+    let message = if secrets::touches(&secrets::spans(text), &span) {
+        unquoted(&message)
+    } else {
+        message
+    };
     let mut diag = Diagnostic::error(code, span, message.clone());
     if code == codes::UNKNOWN_KEY {
         if let Some(help) = unknown_key_help(&message) {
@@ -33,6 +45,24 @@ fn diagnostic(err: &toml::de::Error, text: &str) -> Diagnostic {
         }
     }
     diag
+}
+
+/// serde's ``invalid type: integer `987654321`, expected …`` without the
+/// value, for a value in a secret slot: it may be the secret itself.
+fn unquoted(message: &str) -> String {
+    let Some((what, rest)) = message.split_once(": ") else {
+        return message.to_owned();
+    };
+    let (found, expected) = rest.split_once(", expected").unwrap_or((rest, ""));
+    let kind = found.split([' ', '`', '"']).next().unwrap_or_default();
+    let kind = match kind {
+        "floating" => "floating point",
+        other => other,
+    };
+    match expected {
+        "" => format!("{what}: {kind}"),
+        _ => format!("{what}: {kind}, expected{expected}"),
+    }
 }
 
 /// `unknown field `x`, expected one of `a`, `b`` -> "did you mean `a`?"
@@ -95,6 +125,36 @@ probe_timeout = -1
 "#,
         );
         assert_eq!(d.message, "invalid value: integer `-1`, expected u64");
+    }
+
+    #[test]
+    fn a_secret_written_without_quotes_is_never_echoed_in_a_message() {
+        for (value, found) in [
+            ("987654321", "integer"),
+            ("9876.54321", "floating point"),
+            ("true", "boolean"),
+        ] {
+            let text = format!(
+                "[[outbound]]\ntag = \"t\"\nprotocol = \"trojan\"\n[outbound.settings]\npassword = {value}\n"
+            );
+            let d = error(&text);
+            assert!(!d.message.contains(value), "{}", d.message);
+            assert!(
+                d.message
+                    .starts_with(&format!("invalid type: {found}, expected")),
+                "{}",
+                d.message
+            );
+        }
+        let d = error("[[inbound]]\ntag = \"t\"\nprotocol = \"trojan\"\nport = 1\nsettings.passwords = 24681357\n");
+        assert_eq!(d.message, "invalid type: integer, expected a sequence");
+    }
+
+    #[test]
+    fn a_character_toml_has_no_words_for_is_named() {
+        let d = error("# a comment\rwith a lone carriage return\n");
+        assert_eq!(d.message, "unexpected character `\\r`");
+        assert_eq!(d.span, 11..12);
     }
 
     #[test]

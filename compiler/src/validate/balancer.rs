@@ -1,13 +1,21 @@
 //! The balancer rules of seeds 000 and 004: members exist, are outbounds,
 //! and have an upstream a TCP probe can reach.
 
-use etemenanki_ir::spec::Spec;
+use std::collections::HashMap;
 
+use super::Checked;
 use crate::codes;
-use crate::config::Config;
+use crate::config::{Balancer, Outbound, Spanned};
 use crate::diagnostic::{suggest, Diagnostic};
 
-pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
+pub(super) fn check(checked: &Checked, diags: &mut Vec<Diagnostic>) {
+    let config = checked.config;
+    let mut by_tag: HashMap<&str, &Outbound> = HashMap::with_capacity(config.outbounds.len());
+    for o in &config.outbounds {
+        by_tag
+            .entry(o.get_ref().tag.get_ref())
+            .or_insert(o.get_ref());
+    }
     for balancer in &config.balancers {
         let b = balancer.get_ref();
         let tag = b.tag.get_ref();
@@ -24,22 +32,25 @@ pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
         }
         for member in &b.outbounds {
             let name = member.get_ref();
-            let Some(outbound) = config
-                .outbounds
-                .iter()
-                .find(|o| o.get_ref().tag.get_ref() == name)
-            else {
+            let Some(outbound) = by_tag.get(name.as_str()) else {
                 let mut diag = Diagnostic::error(
                     codes::BALANCER_UNKNOWN_MEMBER,
                     member.span(),
                     format!("balancer {tag} references unknown outbound tag: {name}"),
                 );
-                diag.help = Some(if spec.balancer(name).is_some() {
+                let is_balancer = config
+                    .balancers
+                    .iter()
+                    .any(|b| b.get_ref().tag.get_ref() == name);
+                diag.help = Some(if is_balancer {
                     format!(
                         "{name} is a balancer, and balancers do not nest: list only outbound tags"
                     )
                 } else {
-                    let tags = spec.outbounds.iter().map(|o| o.tag.as_str());
+                    let tags = config
+                        .outbounds
+                        .iter()
+                        .map(|o| o.get_ref().tag.get_ref().as_str());
                     match suggest(name, tags) {
                         Some(near) => format!("did you mean `{near}`?"),
                         None => "list only [[outbound]] tags".to_owned(),
@@ -48,9 +59,12 @@ pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
                 diags.push(diag);
                 continue;
             };
-            let lowered = spec.outbound(name).expect("every outbound is lowered");
+            // An outbound that failed to lower was reported already.
+            let Some(lowered) = checked.outbounds.get(name.as_str()) else {
+                continue;
+            };
             if lowered.protocol.probe_target().is_none() {
-                let protocol = &outbound.get_ref().protocol;
+                let protocol = &outbound.protocol;
                 diags.push(
                     Diagnostic::error(
                         codes::BALANCER_UNPROBEABLE,
@@ -70,22 +84,18 @@ pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
                     .with_help("use at least 1"),
             );
         }
-        mixed_udp(spec, balancer, diags);
+        mixed_udp(checked, balancer, diags);
     }
 }
 
 /// A balancer whose members differ in carrying UDP drops the UDP flows it
 /// hands to a TCP-only one.
-fn mixed_udp(
-    spec: &Spec,
-    balancer: &crate::config::Spanned<crate::config::Balancer>,
-    diags: &mut Vec<Diagnostic>,
-) {
+fn mixed_udp(checked: &Checked, balancer: &Spanned<Balancer>, diags: &mut Vec<Diagnostic>) {
     let b = balancer.get_ref();
     let members: Vec<_> = b
         .outbounds
         .iter()
-        .filter_map(|m| spec.outbound(m.get_ref()).map(|o| (m, o)))
+        .filter_map(|m| checked.outbounds.get(m.get_ref().as_str()).map(|o| (m, o)))
         .collect();
     let tcp_only = members.iter().find(|(_, o)| !o.protocol.carries_udp());
     let udp = members.iter().find(|(_, o)| o.protocol.carries_udp());

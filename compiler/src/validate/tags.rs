@@ -1,6 +1,6 @@
 //! Tags: non-empty, unique, and every reference to one resolves.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::codes;
 use crate::config::{Config, Spanned};
@@ -126,8 +126,10 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
         .default
         .iter()
         .chain(route.rules.iter().map(|r| &r.get_ref().outbound));
+    let target_set: HashSet<&str> = targets.iter().copied().collect();
+    let inbound_set: HashSet<&str> = inbounds.iter().copied().collect();
     for tag in named {
-        if !targets.contains(&tag.get_ref().as_str()) {
+        if !target_set.contains(tag.get_ref().as_str()) {
             let mut diag = Diagnostic::error(
                 codes::UNKNOWN_TARGET,
                 tag.span(),
@@ -136,14 +138,14 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
             .with_label("no outbound or balancer has this tag");
             diag.help = Some(match suggest(tag.get_ref(), targets.iter().copied()) {
                 Some(near) => format!("did you mean `{near}`?"),
-                None => format!("known tags: {}", targets.join(", ")),
+                None => format!("known tags: {}", listing(&targets)),
             });
             diags.push(diag);
         }
     }
     for rule in &route.rules {
         for tag in rule.get_ref().inbound_tag.iter().flatten() {
-            if !inbounds.contains(&tag.get_ref().as_str()) {
+            if !inbound_set.contains(tag.get_ref().as_str()) {
                 let mut diag = Diagnostic::error(
                     codes::UNKNOWN_TARGET,
                     tag.span(),
@@ -151,10 +153,36 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
                 );
                 diag.help = Some(match suggest(tag.get_ref(), inbounds.iter().copied()) {
                     Some(near) => format!("did you mean `{near}`?"),
-                    None => format!("known inbound tags: {}", inbounds.join(", ")),
+                    None => format!("known inbound tags: {}", listing(&inbounds)),
                 });
                 diags.push(diag);
             }
         }
+    }
+}
+
+/// The tags a help lists: the first few, so that a configuration of
+/// thousands of outbounds gets a help of one line for each unknown tag.
+fn listing(tags: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    match tags.len().checked_sub(SHOWN) {
+        Some(more) if more > 0 => format!("{}, and {more} more", tags[..SHOWN].join(", ")),
+        _ => tags.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listing;
+
+    #[test]
+    fn a_help_lists_at_most_ten_tags() {
+        assert_eq!(listing(&["a", "b"]), "a, b");
+        let many: Vec<String> = (0..16_000).map(|n| format!("o{n}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            listing(&many),
+            "o0, o1, o2, o3, o4, o5, o6, o7, o8, o9, and 15990 more"
+        );
     }
 }

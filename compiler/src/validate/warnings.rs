@@ -1,26 +1,31 @@
 //! Warnings: a configuration that is valid but almost certainly not what
 //! was meant.
 
-use etemenanki_ir::route::{shadowed, Network};
-use etemenanki_ir::spec::{InboundProtocol, Spec};
+use std::collections::HashSet;
 
+use etemenanki_ir::route::{shadowed, Network};
+use etemenanki_ir::spec::InboundProtocol;
+
+use super::Checked;
 use crate::codes;
-use crate::config::Config;
 use crate::diagnostic::Diagnostic;
 
-pub fn check(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
-    unrouted(config, spec, diags);
-    udp_to_tcp_only(config, spec, diags);
-    shadowed_rules(config, spec, diags);
+pub(super) fn check(checked: &Checked, diags: &mut Vec<Diagnostic>) {
+    unrouted(checked, diags);
+    udp_to_tcp_only(checked, diags);
+    shadowed_rules(checked, diags);
 }
 
-/// A rule that an earlier rule covers can never match.
-fn shadowed_rules(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
-    let Some(route) = config.route.as_ref() else {
+/// A rule that an earlier rule covers can never match. Rules are numbered
+/// as written, those that failed to lower included.
+fn shadowed_rules(checked: &Checked, diags: &mut Vec<Diagnostic>) {
+    let Some(route) = checked.config.route.as_ref() else {
         return;
     };
-    let rules = spec.route.rules();
-    for (later, earlier) in shadowed(rules) {
+    let rules = checked.spec.route.rules();
+    let origin = &checked.origins.rules;
+    for (lowered_later, lowered_earlier) in shadowed(rules) {
+        let (later, earlier) = (origin[lowered_later], origin[lowered_earlier]);
         let (Some(later_span), Some(earlier_span)) =
             (route.rules.get(later), route.rules.get(earlier))
         else {
@@ -34,7 +39,7 @@ fn shadowed_rules(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
                     "rule {} can never match: rule {} (line {}) matches every flow it would",
                     later + 1,
                     earlier + 1,
-                    rules[earlier].line
+                    rules[lowered_earlier].line
                 ),
             )
             .with_secondary(earlier_span.span(), "this earlier rule covers it")
@@ -47,19 +52,24 @@ fn shadowed_rules(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// An outbound that no rule, default or balancer names.
-fn unrouted(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
-    let named = |tag: &str| {
-        spec.route.default() == tag
-            || spec.route.rules().iter().any(|r| r.target == tag)
-            || spec
+/// An outbound that no rule, default or balancer names. Read from the
+/// configuration: a rule or balancer that failed to lower still names it.
+fn unrouted(checked: &Checked, diags: &mut Vec<Diagnostic>) {
+    let config = checked.config;
+    let rules = config.route.iter().flat_map(|r| &r.rules);
+    let named: HashSet<&str> = std::iter::once(checked.spec.route.default())
+        .chain(rules.map(|r| r.get_ref().outbound.get_ref().as_str()))
+        .chain(
+            config
                 .balancers
                 .iter()
-                .any(|b| b.members.iter().any(|m| m == tag))
-    };
+                .flat_map(|b| &b.get_ref().outbounds)
+                .map(|m| m.get_ref().as_str()),
+        )
+        .collect();
     for outbound in &config.outbounds {
         let tag = &outbound.get_ref().tag;
-        if !tag.get_ref().is_empty() && !named(tag.get_ref()) {
+        if !tag.get_ref().is_empty() && !named.contains(tag.get_ref().as_str()) {
             diags.push(
                 Diagnostic::warning(
                     codes::UNROUTED_OUTBOUND,
@@ -72,8 +82,9 @@ fn unrouted(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// UDP that can reach an http or shadowsocks outbound is dropped there.
-fn udp_to_tcp_only(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
+/// UDP that can reach an http outbound is dropped there.
+fn udp_to_tcp_only(checked: &Checked, diags: &mut Vec<Diagnostic>) {
+    let Checked { config, spec, .. } = checked;
     let udp_in = spec.inbounds.iter().any(|i| match &i.protocol {
         InboundProtocol::Socks { udp, .. }
         | InboundProtocol::Shadowsocks { udp, .. }
@@ -84,11 +95,17 @@ fn udp_to_tcp_only(config: &Config, spec: &Spec, diags: &mut Vec<Diagnostic>) {
     if !udp_in {
         return;
     }
-    let tcp_only = |tag: &str| spec.outbound(tag).filter(|o| !o.protocol.carries_udp());
+    let tcp_only = |tag: &str| {
+        checked
+            .outbounds
+            .get(tag)
+            .filter(|o| !o.protocol.carries_udp())
+    };
     let Some(route) = config.route.as_ref() else {
         return;
     };
-    for (rule, lowered) in route.rules.iter().zip(spec.route.rules()) {
+    for (lowered, &origin) in spec.route.rules().iter().zip(&checked.origins.rules) {
+        let rule = &route.rules[origin];
         if lowered.network == Some(Network::Tcp) {
             continue;
         }

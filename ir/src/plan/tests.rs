@@ -390,6 +390,17 @@ fn the_route_table_and_limits_republish_the_plane_and_rebuild_nothing() {
 }
 
 #[test]
+fn a_changed_domain_strategy_republishes_the_plane() {
+    let state = DeployedState::initial(fleet());
+    let mut next = fleet();
+    next.route = next
+        .route
+        .clone()
+        .with_domain_strategy(crate::route::DomainStrategy::IpIfNonMatch);
+    assert_eq!(plan(&state, &next).publish, vec![PublishReason::Route]);
+}
+
+#[test]
 fn a_rule_that_only_moved_in_the_source_is_no_route_change() {
     let mut old = fleet();
     let rule = crate::route::Rule {

@@ -19,44 +19,72 @@ const MAX_LABEL: usize = 63;
 /// The longest domain name in text form, without the trailing dot.
 const MAX_NAME: usize = 253;
 
-/// The form a `domain` or `domain_suffix` value is matched in: lower case,
-/// no trailing dot. Refuses what no domain name can be, so a typo does not
-/// become a rule that silently never matches.
-pub fn normalize_domain(text: &str) -> Result<String, String> {
-    let name = text.strip_suffix('.').unwrap_or(text);
+/// What makes a text no domain name.
+enum Fault<'a> {
+    Empty,
+    LeadingDot,
+    TooLong,
+    Holds(char),
+    EmptyLabel,
+    LongLabel(&'a str),
+}
+
+/// The first reason `name` (without its trailing dot) is no domain name:
+/// letters, digits, `-`, `_` and dots, labels of 1 to 63 characters, at most
+/// 253 in all. Allocates nothing, so a client's request is checked with it.
+fn fault(name: &str) -> Option<Fault<'_>> {
     if name.is_empty() {
-        return Err("the domain is empty".into());
+        return Some(Fault::Empty);
     }
     if name.starts_with('.') {
-        return Err(format!(
-            "`{text}` starts with a dot: write `{}`, which matches the domain and its subdomains",
-            name.trim_start_matches('.')
-        ));
+        return Some(Fault::LeadingDot);
     }
     if name.len() > MAX_NAME {
-        return Err(format!("`{text}` is longer than {MAX_NAME} characters"));
+        return Some(Fault::TooLong);
     }
     if let Some(bad) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
-        return Err(if bad.is_ascii() {
-            format!("`{text}` contains `{bad}`, which a domain name cannot hold")
-        } else {
-            format!("`{text}` is not ASCII: write an internationalised name in its `xn--` form")
-        });
+        return Some(Fault::Holds(bad));
     }
-    for label in name.split('.') {
-        if label.is_empty() {
-            return Err(format!("`{text}` has an empty label"));
-        }
-        if label.len() > MAX_LABEL {
-            return Err(format!(
-                "the label `{label}` is longer than {MAX_LABEL} characters"
-            ));
-        }
+    name.split('.').find_map(|label| match label.len() {
+        0 => Some(Fault::EmptyLabel),
+        n if n > MAX_LABEL => Some(Fault::LongLabel(label)),
+        _ => None,
+    })
+}
+
+/// Whether `text` is a domain name, one trailing dot allowed: what a
+/// client's destination must be when it is not an IP address.
+pub(super) fn is_domain_name(text: &str) -> bool {
+    fault(trim_name(text)).is_none()
+}
+
+/// The form a `domain` or `domain_suffix` value is matched in: lower case,
+/// no trailing dot. Refuses what no domain name can be, so a typo does not
+/// become a rule that silently never matches.
+pub fn normalize_domain(text: &str) -> Result<String, String> {
+    let name = trim_name(text);
+    match fault(name) {
+        None => Ok(name.to_ascii_lowercase()),
+        Some(Fault::Empty) => Err("the domain is empty".into()),
+        Some(Fault::LeadingDot) => Err(format!(
+            "`{text}` starts with a dot: write `{}`, which matches the domain and its subdomains",
+            name.trim_start_matches('.')
+        )),
+        Some(Fault::TooLong) => Err(format!("`{text}` is longer than {MAX_NAME} characters")),
+        Some(Fault::Holds(bad)) if bad.is_ascii() => Err(format!(
+            "`{text}` contains `{bad}`, which a domain name cannot hold"
+        )),
+        Some(Fault::Holds(_)) => Err(format!(
+            "`{text}` is not ASCII: write an internationalised name in its `xn--` form"
+        )),
+        Some(Fault::EmptyLabel) => Err(format!("`{text}` has an empty label")),
+        Some(Fault::LongLabel(label)) => Err(format!(
+            "the label `{label}` is longer than {MAX_LABEL} characters"
+        )),
     }
-    Ok(name.to_ascii_lowercase())
 }
 
 /// The form a `domain_keyword` value is matched in: lower case. Dots are kept

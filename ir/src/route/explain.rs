@@ -2,7 +2,8 @@
 //! over one rule as written: `etc route` explains a decision with it, and
 //! the tests check the compiled table against a first-match walk built on it.
 
-use super::table::{FlowKey, Host};
+use super::host::Host;
+use super::table::FlowKey;
 use super::{geoip_category, Rule};
 
 fn normal(name: &str) -> String {

@@ -9,7 +9,8 @@
 //!
 //! The rules as written live in [`Rule`]; [`RouteTable`] compiles them into
 //! matchers whose lookup cost does not grow with the number of rules or
-//! domains (see `table.rs`).
+//! domains (see `table.rs`). A table's [`DomainStrategy`] says when a flow
+//! addressed by name is matched again by the addresses it resolves to.
 
 mod cidr;
 mod conditions;
@@ -17,8 +18,10 @@ mod domain;
 mod explain;
 mod geo;
 mod hash;
+mod host;
 mod intervals;
 mod shadow;
+mod strategy;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -31,8 +34,10 @@ use serde::{Deserialize, Serialize};
 pub use cidr::Cidr;
 pub use domain::{normalize_domain, normalize_keyword};
 pub use geo::{geoip_category, GEOIP_CATEGORIES, GEOSITE_CATEGORIES};
+pub use host::Host;
 pub use shadow::shadowed;
-pub use table::{Decision, FlowKey, Host, RouteTable};
+pub use strategy::DomainStrategy;
+pub use table::{Decision, FlowKey, RouteTable};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {

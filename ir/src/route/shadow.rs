@@ -6,7 +6,11 @@
 //! covered only by several earlier rules together is not reported). The
 //! candidates for the earlier rule come from the same indices the route
 //! table uses, looked up with one of the later rule's destinations, so the
-//! analysis does not compare every pair of rules.
+//! analysis does not compare every pair of rules; and a rule is compared
+//! with at most the [`MAX_CANDIDATES`] earliest rules of each index entry,
+//! so thousands of rules naming one domain (or thousands of catch-alls) stay
+//! linear too. A later rule covered only by a rule past that many candidates
+//! is not reported.
 
 use super::cidr::{Cidr, CidrTrie};
 use super::domain::{normalize_domain, normalize_keyword, DomainIndex};
@@ -14,6 +18,9 @@ use super::geo::geoip_category;
 use super::intervals::Intervals;
 use super::table::has_destination;
 use super::{Network, Rule};
+
+/// The earliest rules of one index entry a later rule is compared with.
+const MAX_CANDIDATES: usize = 64;
 
 /// Every rule that an earlier rule covers, as `(later, earlier)` 0-based
 /// indices, with the earliest covering rule; ascending by the later rule.
@@ -46,8 +53,13 @@ pub fn shadowed(rules: &[Rule]) -> Vec<(usize, usize)> {
     for (later, rule) in normal.iter().enumerate() {
         let Some(rule) = rule else { continue };
         candidates.clear();
-        candidates.extend_from_slice(&catch_all);
-        let mut collect = |rules: &[u32]| candidates.extend_from_slice(rules);
+        // Every index entry lists its rules in ascending order: take the
+        // earliest ones before this rule.
+        let mut collect = |rules: &[u32]| {
+            let before = rules.partition_point(|&r| (r as usize) < later);
+            candidates.extend_from_slice(&rules[..before.min(MAX_CANDIDATES)]);
+        };
+        collect(&catch_all);
         if let Some(domain) = rule
             .domain
             .first()
@@ -59,7 +71,7 @@ pub fn shadowed(rules: &[Rule]) -> Vec<(usize, usize)> {
             cidrs.lookup_covering(cidr, &mut collect);
         } else if rule.has_destination {
             // A geosite or unknown geoip rule: only the same name covers it.
-            candidates.extend(0..later as u32);
+            candidates.extend(0..later.min(MAX_CANDIDATES) as u32);
         }
         candidates.retain(|&c| (c as usize) < later);
         candidates.sort_unstable();
@@ -243,6 +255,47 @@ mod tests {
             rule(|r| r.domain = strings(&["badexample.com"])),
         ];
         assert_eq!(shadowed(&rules), vec![(1, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn thousands_of_rules_on_one_domain_are_each_checked_against_the_earliest_only() {
+        // Rule 0 covers every later rule; rules 1.. each name one port, so
+        // none covers another. Comparing each with every earlier one would
+        // be quadratic; the earliest candidates are enough to find rule 0.
+        let mut rules = vec![rule(|r| r.domain = strings(&["example.com"]))];
+        for port in 1..5_000u16 {
+            rules.push(rule(|r| {
+                r.domain = strings(&["example.com"]);
+                r.port = vec![PortRange {
+                    start: port,
+                    end: port,
+                }];
+            }));
+        }
+        let found = shadowed(&rules);
+        assert_eq!(found.len(), 4_999);
+        assert!(found.iter().all(|&(_, earlier)| earlier == 0));
+        // A later rule covered only by a rule past the first candidates is
+        // not reported (the analysis is conservative).
+        let mut ports: Vec<Rule> = (1..200u16)
+            .map(|port| {
+                rule(|r| {
+                    r.domain = strings(&["example.com"]);
+                    r.port = vec![PortRange {
+                        start: port,
+                        end: port,
+                    }];
+                })
+            })
+            .collect();
+        ports.push(rule(|r| {
+            r.domain = strings(&["example.com"]);
+            r.port = vec![PortRange {
+                start: 150,
+                end: 150,
+            }];
+        }));
+        assert_eq!(shadowed(&ports), vec![]);
     }
 
     #[test]

@@ -24,13 +24,17 @@ use super::cidr::CidrTrie;
 use super::conditions::Conditions;
 use super::domain::{normalize_domain, normalize_keyword, DomainIndex};
 use super::geo::{geoip_category, GEOIP_CATEGORIES};
+use super::host::Host;
+use super::strategy::DomainStrategy;
 use super::{Network, Rule};
 
-/// The rules as written, the default, and the matchers compiled from them.
+/// The rules as written, the default, the domain strategy, and the matchers
+/// compiled from the rules.
 #[derive(Clone)]
 pub struct RouteTable {
     rules: Vec<Rule>,
     default: String,
+    domain_strategy: DomainStrategy,
     matcher: Matcher,
 }
 
@@ -49,14 +53,6 @@ pub struct FlowKey<'a> {
     pub sniffed: Option<&'a str>,
 }
 
-/// A destination as the client addressed it. Routing resolves nothing: a
-/// `cidr` or `geoip` rule matches only a flow addressed by IP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Host<'a> {
-    Domain(&'a str),
-    Ip(IpAddr),
-}
-
 /// The outcome of a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision<'t> {
@@ -73,6 +69,9 @@ struct Matcher {
     cidrs: CidrTrie,
     /// Rules with no destination matcher, ascending.
     catch_all: Vec<u32>,
+    /// The first rule with a `cidr` or `geoip` matcher: the first one a
+    /// resolved name could match where its name did not.
+    first_ip_rule: Option<u32>,
     conditions: Vec<Conditions>,
 }
 
@@ -107,6 +106,9 @@ impl RouteTable {
                     .domains
                     .add_keyword(&normalize_keyword(keyword).map_err(fail)?, at);
             }
+            if matcher.first_ip_rule.is_none() && !(rule.cidr.is_empty() && rule.geoip.is_empty()) {
+                matcher.first_ip_rule = Some(at);
+            }
             for cidr in &rule.cidr {
                 matcher.cidrs.insert(*cidr, at);
             }
@@ -135,8 +137,25 @@ impl RouteTable {
         Ok(RouteTable {
             rules,
             default,
+            domain_strategy: DomainStrategy::AsIs,
             matcher,
         })
+    }
+
+    /// This table under `strategy` (a new table is [`DomainStrategy::AsIs`]).
+    pub fn with_domain_strategy(mut self, strategy: DomainStrategy) -> RouteTable {
+        self.domain_strategy = strategy;
+        self
+    }
+
+    pub fn domain_strategy(&self) -> DomainStrategy {
+        self.domain_strategy
+    }
+
+    /// The 0-based index of the first rule with a `cidr` or `geoip`
+    /// matcher: the first rule a resolved name can match by an address.
+    pub fn first_ip_rule(&self) -> Option<usize> {
+        self.matcher.first_ip_rule.map(|r| r as usize)
     }
 
     pub fn rules(&self) -> &[Rule] {
@@ -172,16 +191,64 @@ impl RouteTable {
         if let Some(sniffed) = flow.sniffed {
             matcher.domains.lookup(sniffed, &mut consider);
         }
-        match self.rules.get(best as usize) {
-            Some(rule) => Decision {
-                rule: Some(best as usize),
-                target: &rule.target,
+        self.decision(best)
+    }
+
+    fn decision(&self, rule: u32) -> Decision<'_> {
+        match self.rules.get(rule as usize) {
+            Some(found) => Decision {
+                rule: Some(rule as usize),
+                target: &found.target,
             },
             None => Decision {
                 rule: None,
                 target: &self.default,
             },
         }
+    }
+
+    /// Whether the domain strategy wants the addresses of `flow`, which
+    /// [`RouteTable::route`] sent to `decision`: a flow addressed by name,
+    /// in a table with a `cidr` or `geoip` rule, that no rule matched
+    /// (`ip_if_non_match`) or that no rule matched before the first such
+    /// rule (`ip_on_demand`). The caller resolves the name and calls
+    /// [`RouteTable::route_resolved`].
+    pub fn wants_addresses(&self, flow: &FlowKey<'_>, decision: &Decision<'_>) -> bool {
+        let (Host::Domain(_), Some(first_ip)) = (flow.destination, self.matcher.first_ip_rule)
+        else {
+            return false;
+        };
+        match self.domain_strategy {
+            DomainStrategy::AsIs => false,
+            DomainStrategy::IpIfNonMatch => decision.rule.is_none(),
+            DomainStrategy::IpOnDemand => decision.rule.is_none_or(|r| r > first_ip as usize),
+        }
+    }
+
+    /// Routes `flow` again by the addresses its name resolved to: the
+    /// earliest rule, in the order written, that the name matched (its
+    /// first lookup, `decision`) or that any one of `addresses` matches.
+    /// Also says which address decided, `None` when the name's own decision
+    /// stands. Allocates nothing.
+    pub fn route_resolved(
+        &self,
+        flow: &FlowKey<'_>,
+        decision: Decision<'_>,
+        addresses: &[IpAddr],
+    ) -> (Decision<'_>, Option<IpAddr>) {
+        let mut best = decision.rule.map_or(u32::MAX, |r| r as u32);
+        let mut by = None;
+        for &ip in addresses {
+            let again = self.route(&FlowKey {
+                destination: Host::Ip(ip),
+                ..*flow
+            });
+            if let Some(rule) = again.rule.map(|r| r as u32).filter(|r| *r < best) {
+                best = rule;
+                by = Some(ip);
+            }
+        }
+        (self.decision(best), by)
     }
 }
 
@@ -195,11 +262,13 @@ pub(super) fn has_destination(rule: &Rule) -> bool {
         && rule.geosite.is_empty())
 }
 
-/// Two tables are equal when their rules and default are: the matchers are
-/// a function of those.
+/// Two tables are equal when their rules, default and strategy are: the
+/// matchers are a function of the rules.
 impl PartialEq for RouteTable {
     fn eq(&self, other: &Self) -> bool {
-        self.rules == other.rules && self.default == other.default
+        self.rules == other.rules
+            && self.default == other.default
+            && self.domain_strategy == other.domain_strategy
     }
 }
 
@@ -210,21 +279,25 @@ impl fmt::Debug for RouteTable {
         f.debug_struct("RouteTable")
             .field("rules", &self.rules)
             .field("default", &self.default)
+            .field("domain_strategy", &self.domain_strategy)
             .finish_non_exhaustive()
     }
 }
 
-/// The serialized form: the rules and the default, nothing compiled.
+/// The serialized form: the rules, the default and the strategy, nothing
+/// compiled.
 #[derive(Serialize)]
 struct Written<'a> {
     rules: &'a [Rule],
     default: &'a str,
+    domain_strategy: DomainStrategy,
 }
 
 #[derive(Deserialize)]
 struct Decoded {
     rules: Vec<Rule>,
     default: String,
+    domain_strategy: DomainStrategy,
 }
 
 impl Serialize for RouteTable {
@@ -232,6 +305,7 @@ impl Serialize for RouteTable {
         Written {
             rules: &self.rules,
             default: &self.default,
+            domain_strategy: self.domain_strategy,
         }
         .serialize(serializer)
     }
@@ -239,7 +313,13 @@ impl Serialize for RouteTable {
 
 impl<'de> Deserialize<'de> for RouteTable {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let Decoded { rules, default } = Decoded::deserialize(deserializer)?;
-        RouteTable::new(rules, default).map_err(serde::de::Error::custom)
+        let Decoded {
+            rules,
+            default,
+            domain_strategy,
+        } = Decoded::deserialize(deserializer)?;
+        RouteTable::new(rules, default)
+            .map(|table| table.with_domain_strategy(domain_strategy))
+            .map_err(serde::de::Error::custom)
     }
 }

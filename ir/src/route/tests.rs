@@ -305,13 +305,112 @@ fn a_plan_naming_an_unknown_category_does_not_decode() {
     struct Raw {
         rules: Vec<Rule>,
         default: String,
+        domain_strategy: DomainStrategy,
     }
     let raw = Raw {
         rules: vec![rule("a", |r| r.geoip = strings(&["mars"]))],
         default: "d".into(),
+        domain_strategy: DomainStrategy::AsIs,
     };
     let bytes = postcard::to_allocvec(&raw).unwrap();
     assert!(postcard::from_bytes::<RouteTable>(&bytes).is_err());
+}
+
+#[test]
+fn the_domain_strategy_round_trips_and_makes_tables_differ() {
+    let rules = vec![rule("a", |r| r.geoip = strings(&["private"]))];
+    let as_is = table(rules.clone());
+    let resolving = table(rules).with_domain_strategy(DomainStrategy::IpIfNonMatch);
+    assert_ne!(as_is, resolving);
+    let bytes = postcard::to_allocvec(&resolving).unwrap();
+    let decoded: RouteTable = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(decoded.domain_strategy(), DomainStrategy::IpIfNonMatch);
+    assert_eq!(decoded, resolving);
+}
+
+/// Routes `flow` as a runtime does: the name first, then, when the
+/// strategy wants them, the addresses it "resolved" to.
+fn resolving(
+    table: &RouteTable,
+    flow: &FlowKey<'_>,
+    addresses: &[&str],
+) -> (Option<usize>, Option<IpAddr>) {
+    let decision = table.route(flow);
+    if !table.wants_addresses(flow, &decision) {
+        return (decision.rule, None);
+    }
+    let addresses: Vec<IpAddr> = addresses.iter().map(|a| a.parse().unwrap()).collect();
+    let (decision, by) = table.route_resolved(flow, decision, &addresses);
+    (decision.rule, by)
+}
+
+fn private_block_then(strategy: DomainStrategy) -> RouteTable {
+    table(vec![
+        rule("web", |r| r.domain_suffix = strings(&["example.com"])),
+        rule("block", |r| r.geoip = strings(&["private"])),
+        rule("lan", |r| r.domain = strings(&["printer.lan"])),
+    ])
+    .with_domain_strategy(strategy)
+}
+
+#[test]
+fn under_as_is_a_name_is_never_matched_by_its_addresses() {
+    let table = private_block_then(DomainStrategy::AsIs);
+    let flow = to("localhost", 80);
+    assert!(!table.wants_addresses(&flow, &table.route(&flow)));
+    assert_eq!(resolving(&table, &flow, &["127.0.0.1"]), (None, None));
+}
+
+#[test]
+fn ip_if_non_match_matches_a_name_no_rule_matches_by_its_addresses() {
+    let table = private_block_then(DomainStrategy::IpIfNonMatch);
+    let loopback: IpAddr = "::1".parse().unwrap();
+    assert_eq!(
+        resolving(&table, &to("localhost", 80), &["8.8.8.8", "::1"]),
+        (Some(1), Some(loopback)),
+        "any one address matching is enough"
+    );
+    assert_eq!(
+        resolving(&table, &to("public.test", 80), &["8.8.8.8"]),
+        (None, None)
+    );
+    assert_eq!(
+        resolving(&table, &to("nowhere.test", 80), &[]),
+        (None, None)
+    );
+}
+
+#[test]
+fn ip_if_non_match_keeps_a_name_match_even_after_an_ip_rule() {
+    let table = private_block_then(DomainStrategy::IpIfNonMatch);
+    let flow = to("printer.lan", 80);
+    assert!(!table.wants_addresses(&flow, &table.route(&flow)));
+    assert_eq!(resolving(&table, &flow, &["192.168.1.9"]), (Some(2), None));
+}
+
+#[test]
+fn ip_on_demand_resolves_once_an_ip_rule_comes_before_the_name_match() {
+    let table = private_block_then(DomainStrategy::IpOnDemand);
+    let printer = to("printer.lan", 80);
+    let lan: IpAddr = "192.168.1.9".parse().unwrap();
+    assert_eq!(
+        resolving(&table, &printer, &["192.168.1.9"]),
+        (Some(1), Some(lan))
+    );
+    assert_eq!(resolving(&table, &printer, &["8.8.8.8"]), (Some(2), None));
+    let web = to("www.example.com", 443);
+    assert!(
+        !table.wants_addresses(&web, &table.route(&web)),
+        "a name matched before any ip rule is not resolved"
+    );
+}
+
+#[test]
+fn a_table_without_ip_rules_never_wants_addresses() {
+    let table = table(vec![rule("web", |r| r.domain = strings(&["example.com"]))])
+        .with_domain_strategy(DomainStrategy::IpOnDemand);
+    let flow = to("other.test", 80);
+    assert!(!table.wants_addresses(&flow, &table.route(&flow)));
 }
 
 /// The semantics written down as plainly as possible: every rule in order,

@@ -65,10 +65,10 @@ fn a_plan_file_is_not_a_state_file() {
 #[test]
 fn another_format_version_says_what_it_found_and_needs() {
     let mut bytes = state().encode();
-    bytes[8] = 3;
+    bytes[8] = 9;
     assert_eq!(
         DeployedState::decode(&bytes).unwrap_err().to_string(),
-        "state format version 3 is not supported: this build reads version 2"
+        "state format version 9 is not supported: this build reads version 3"
     );
 }
 

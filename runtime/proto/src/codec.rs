@@ -16,6 +16,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::time::SystemTime;
 
 use crate::Address;
@@ -50,6 +51,78 @@ pub trait ClientCodec {
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> io::Result<Option<(usize, ClientStep<Self::Reply>)>>;
+}
+
+/// What [`StreamCodec::open`] found at the start of the bytes it was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// No whole frame yet: the bytes must be `needed` long, from the same
+    /// start, before the next call can make progress. Nothing was consumed.
+    NeedMore { needed: usize },
+    /// One frame, opened in place: `buf[payload]` is its plaintext (possibly
+    /// empty, for a frame that carries none), and the first `consumed` bytes
+    /// are done with.
+    Frame {
+        consumed: usize,
+        payload: Range<usize>,
+    },
+}
+
+/// A stream whose bytes travel in sealed frames (Shadowsocks chunks, VMess
+/// chunks): the runtime reads a payload into a buffer behind `HEADROOM`
+/// bytes, the codec seals it where it lies, and opens arriving frames in
+/// place. The caller owns every buffer.
+pub trait StreamCodec {
+    /// The most bytes a sealed frame adds in front of its payload.
+    const HEADROOM: usize;
+    /// The most bytes a sealed frame adds after its payload.
+    const TAILROOM: usize;
+    /// The largest payload one frame carries.
+    const MAX_PAYLOAD: usize;
+
+    /// Seals the `len` payload bytes at `buf[HEADROOM..HEADROOM + len]`
+    /// where they lie (`len` is at most MAX_PAYLOAD, and TAILROOM bytes
+    /// follow them); returns the range of `buf` the frame occupies.
+    fn seal(&mut self, buf: &mut [u8], len: usize) -> io::Result<Range<usize>>;
+
+    /// Opens the frame at the start of `buf`, the bytes received and not
+    /// yet consumed; call again on what follows `consumed`. An error is
+    /// final.
+    fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened>;
+}
+
+/// One packet [`DatagramCodec::open_from`] opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// The bytes at the start of the input this packet took.
+    pub consumed: usize,
+    /// Where the packet came from (or, on a server, where it goes).
+    pub peer: Address,
+    /// Its payload, opened in place.
+    pub payload: Range<usize>,
+}
+
+/// The framing of datagrams that carry their own address: one per UDP
+/// packet (SOCKS5 UDP, Shadowsocks UDP) or several inside a stream (Trojan,
+/// and VLESS and VMess whose packets name one target). The runtime reads a
+/// payload behind `HEADROOM` bytes, the codec seals it where it lies, and
+/// opens arriving packets in place. The caller owns every buffer.
+pub trait DatagramCodec {
+    /// The most bytes a sealed packet adds in front of its payload.
+    const HEADROOM: usize;
+    /// The most bytes a sealed packet adds after its payload.
+    const TAILROOM: usize;
+
+    /// Seals the `len` payload bytes at `buf[HEADROOM..HEADROOM + len]`,
+    /// bound for `to`, where they lie (TAILROOM bytes follow them); returns
+    /// the range of `buf` the packet occupies.
+    fn seal_to(&mut self, buf: &mut [u8], len: usize, to: &Address) -> io::Result<Range<usize>>;
+
+    /// Opens the packet at the start of `buf`. `Ok(None)` means more bytes
+    /// are needed (a packet inside a stream, split across reads); a packet
+    /// that is whole but malformed is an error (for a packet per datagram
+    /// the caller drops it; inside a stream the stream is unusable).
+    fn open_from(&mut self, buf: &mut [u8]) -> io::Result<Option<Packet>>;
 }
 
 /// Why a client is refused: what to send it before closing, and the reason

@@ -21,6 +21,8 @@ pub const RESPONSE_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\
 pub const RESPONSE_BAD_REQUEST: &[u8] =
     b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_AUTH_REQUIRED: &[u8] = b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"etemenanki\"\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+pub const RESPONSE_FORBIDDEN: &[u8] =
+    b"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_BAD_GATEWAY: &[u8] =
     b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 pub const RESPONSE_TOO_LARGE: &[u8] =
@@ -186,6 +188,37 @@ mod tests {
         assert_eq!(head.destination, Address::Domain("example.com".into(), 443));
         assert_eq!(head.kind, Kind::Connect);
         assert_eq!(&input[head.len..], b"\x16\x03");
+    }
+
+    #[test]
+    fn a_connect_to_an_ip_literal_names_an_ip() {
+        for (target, addr) in [
+            ("[::1]:80", "[::1]:80"),
+            ("::ffff:127.0.0.1:80", "[::ffff:127.0.0.1]:80"),
+            ("127.0.0.1:80", "127.0.0.1:80"),
+        ] {
+            let input = format!("CONNECT {target} HTTP/1.1\r\n\r\n");
+            let head = parse_request_head(input.as_bytes()).unwrap().unwrap();
+            assert_eq!(
+                head.destination,
+                Address::Ip(addr.parse().unwrap()),
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_with_control_characters_is_a_bad_request() {
+        for input in [
+            &b"CONNECT 127.0.0.1\0:80 HTTP/1.1\r\n\r\n"[..],
+            b"CONNECT exa\x01mple.com:443 HTTP/1.1\r\n\r\n",
+            b"GET http://127.0.0.1\0/ HTTP/1.1\r\n\r\n",
+            b"GET http://exa\tmple.com:8080/ HTTP/1.1\r\n\r\n",
+        ] {
+            let refused = parse_request_head(input);
+            assert!(matches!(refused, Err(HeadError::Bad(_))), "{refused:?}");
+            assert_eq!(refused.unwrap_err().response(), RESPONSE_BAD_REQUEST);
+        }
     }
 
     #[test]

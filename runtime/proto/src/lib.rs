@@ -9,7 +9,9 @@ pub mod addr;
 pub mod aead;
 pub mod codec;
 pub mod http;
+pub mod shadowsocks;
 pub mod sniff;
 pub mod socks;
+pub mod trojan;
 
 pub use addr::Address;

@@ -240,8 +240,19 @@ impl Runtime {
                 .iter()
                 .map(|(tag, b)| (tag.clone(), Target::Balancer(b.clone()))),
         );
+        // The addresses every inbound of this apply is bound to, new or
+        // reused (a spec's port 0 is the port the kernel chose).
+        let listening = spec.inbounds.iter().map(|i| {
+            new_inbounds
+                .get(&i.tag)
+                .or_else(|| old.and_then(|o| o.inbounds.get(&i.tag)))
+                .and_then(Inbound::local_addr)
+                .unwrap_or(i.listen)
+        });
         let plane = Plane::new(spec.route.clone(), &targets)
-            .map_err(|e| format!("building the route plane failed: {e}"))?;
+            .map_err(|e| format!("building the route plane failed: {e}"))?
+            .with_resolver(dns.destinations.clone())
+            .with_own_inbounds(listening);
         Ok(Prepared {
             dns,
             dialer,

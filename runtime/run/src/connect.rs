@@ -5,13 +5,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::route::Network;
 use etemenanki_proto::Address;
 
 use crate::drain::Guard;
 use crate::outbound::{Outbound, OutboundStream};
 use crate::plane::Plane;
-use crate::route::RouteInput;
+use crate::route::route_stream;
 
 /// A decoded request: where the client wants to go and what routes it.
 pub struct Flow {
@@ -40,33 +39,11 @@ pub async fn open_stream(
     inbound_tag: &str,
     flow: &Flow,
 ) -> io::Result<Opened> {
-    let outbound = {
-        let plane = plane.load();
-        let input = RouteInput {
-            destination: &flow.destination,
-            sniffed: flow.sniffed.as_deref(),
-            inbound_tag,
-            source: flow.source,
-            network: Network::Tcp,
-        };
-        let routed = plane.route(&input);
-        let outbound = routed.target.resolve(None);
-        tracing::debug!(
-            "tcp {} -> {} (sniffed {:?}) via {} by {}",
-            flow.source
-                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
-            flow.destination,
-            flow.sniffed,
-            outbound.id,
-            routed.line.map_or_else(
-                || "the default".to_owned(),
-                |l| format!("the rule on line {l}")
-            ),
-        );
-        outbound
-    };
+    let (outbound, resolved) = route_stream(plane, inbound_tag, flow).await?;
     let guard = outbound.drain.guard();
-    let stream = outbound.connect_stream(&flow.destination).await?;
+    let stream = outbound
+        .connect_stream(&flow.destination, resolved.as_deref())
+        .await?;
     Ok(Opened {
         stream,
         guard,

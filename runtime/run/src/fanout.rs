@@ -20,9 +20,10 @@ use tokio::io::ReadBuf;
 
 use crate::drain::{Guard, DRAINED};
 use crate::id::OutboundId;
+use crate::names::Names;
 use crate::outbound::{DatagramFuture, DatagramLink, Outbound, OutboundDatagram};
 use crate::plane::Plane;
-use crate::route::RouteInput;
+use crate::route::{route_datagram, RouteInput, Unrouted};
 
 struct Sub {
     /// The outbound version the link is open on, held so whatever the
@@ -57,6 +58,8 @@ pub struct FanOut {
     subs: Vec<Sub>,
     /// Opens in flight, at most `max_subs`.
     opening: Vec<Opening>,
+    /// Names looked up for the domain strategy, and lookups in flight.
+    names: Names,
     /// Where the last receive stopped, so every sub-link gets its turn.
     next: usize,
 }
@@ -79,6 +82,7 @@ impl FanOut {
             max_subs: max_subs.max(1),
             subs: Vec::new(),
             opening: Vec::new(),
+            names: Names::default(),
             next: 0,
         }
     }
@@ -96,7 +100,27 @@ impl FanOut {
                 source: self.source,
                 network: Network::Udp,
             };
-            let routed = plane.route(&input);
+            let addresses = to.domain().and_then(|name| self.names.get(name));
+            let routed = match route_datagram(&plane, &input, addresses) {
+                Ok(routed) => routed,
+                Err(Unrouted::Refused(refused)) => {
+                    tracing::debug!("udp fan-out: {refused}, dropping a packet");
+                    return Poll::Ready(());
+                }
+                Err(Unrouted::Resolve) => {
+                    match (plane.resolver(), to.domain()) {
+                        (Some(resolver), Some(name)) => {
+                            self.names.resolve(resolver, name, payload, to);
+                            return Poll::Ready(());
+                        }
+                        // Nothing to ask: the name routes by itself.
+                        _ => match route_datagram(&plane, &input, Some(&[])) {
+                            Ok(routed) => routed,
+                            Err(_) => return Poll::Ready(()),
+                        },
+                    }
+                }
+            };
             let via = routed.target.id().clone();
             let prefer = self
                 .subs
@@ -236,6 +260,11 @@ impl FanOut {
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<(Address, usize)> {
+        // A packet held for its name's lookup goes out once it is answered
+        // (dropped if its sub-link cannot take it at once).
+        while let Poll::Ready((payload, to)) = self.names.poll_resolved(cx) {
+            let _ = self.poll_send_to(cx, &payload, &to);
+        }
         self.poll_opening(cx);
         let mut polled = 0;
         while polled < self.subs.len() {
@@ -391,7 +420,12 @@ mod tests {
     #[tokio::test]
     async fn peers_on_one_outbound_share_its_sub_link_and_replies_keep_their_source() {
         let base = 41_000;
-        let mut fanout = FanOut::new(freedoms(1, base, AddressFamily::Auto), "in".into(), None, 64);
+        let mut fanout = FanOut::new(
+            freedoms(1, base, AddressFamily::Auto),
+            "in".into(),
+            None,
+            64,
+        );
         let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
@@ -419,7 +453,12 @@ mod tests {
         assert!(open(&fanout).is_empty());
         // The next packet opens a fresh sub-link, and a send that works keeps it.
         let peer = UdpSocket::bind("[::1]:0").await.unwrap();
-        send(&mut fanout, b"kept", &Address::Ip(peer.local_addr().unwrap())).await;
+        send(
+            &mut fanout,
+            b"kept",
+            &Address::Ip(peer.local_addr().unwrap()),
+        )
+        .await;
         assert_eq!(open(&fanout), ["o0@v1"]);
     }
 
@@ -468,5 +507,80 @@ mod tests {
         assert_eq!((source, &buf[..n]), (Address::Ip(echo_addr), &b"ping"[..]));
         assert_eq!(fanout.opening.len(), 1, "the socks open is still in flight");
         assert_eq!(open(&fanout), ["o1@v1"]);
+    }
+
+    #[tokio::test]
+    async fn a_packet_to_a_name_is_routed_by_its_addresses_when_the_strategy_wants_them() {
+        use etemenanki_ir::route::DomainStrategy;
+        // geoip private -> block, default direct, under ip_if_non_match;
+        // `localhost` resolves to loopback even with no DNS server.
+        let echo = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = echo.local_addr().unwrap().port();
+        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dialer = Dialer::new(
+            SocketPolicy::default(),
+            Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default())),
+        );
+        let mut targets = HashMap::new();
+        for (tag, protocol) in [
+            ("direct", freedom(AddressFamily::Auto)),
+            ("block", OutboundProtocol::Blackhole),
+        ] {
+            let spec = OutboundSpec {
+                tag: tag.into(),
+                protocol,
+                drain: DrainPolicy::Keep,
+            };
+            let outbound = Outbound::build(&spec, 1, &dns, &dialer).unwrap();
+            targets.insert(tag.to_owned(), Target::Outbound(Arc::new(outbound)));
+        }
+        let table = RouteTable::new(
+            vec![Rule {
+                target: "block".into(),
+                line: 1,
+                geoip: vec!["private".into()],
+                ..Rule::default()
+            }],
+            "direct".into(),
+        )
+        .unwrap()
+        .with_domain_strategy(DomainStrategy::IpIfNonMatch);
+        let plane = Plane::new(table, &targets)
+            .unwrap()
+            .with_resolver(dns.destinations);
+        let mut fanout = FanOut::new(
+            Arc::new(ArcSwap::from_pointee(plane)),
+            "in".into(),
+            None,
+            64,
+        );
+        send(
+            &mut fanout,
+            b"to localhost",
+            &Address::Domain("localhost".into(), port),
+        )
+        .await;
+        assert!(open(&fanout).is_empty(), "held for its lookup");
+        // Receiving drives the lookup; the packet then goes to the block.
+        let mut buf = [0u8; 64];
+        let driven = tokio::time::timeout(
+            Duration::from_secs(1),
+            poll_fn(|cx| fanout.poll_recv_from(cx, &mut buf)),
+        )
+        .await;
+        assert!(driven.is_err(), "nothing answers from a blackhole");
+        assert_eq!(open(&fanout), ["block@v1"]);
+        // The answer is kept: the next packet to the name routes at once.
+        send(
+            &mut fanout,
+            b"again",
+            &Address::Domain("localhost".into(), port),
+        )
+        .await;
+        assert_eq!(open(&fanout), ["block@v1"]);
+        let mut probe = [0u8; 16];
+        let nothing =
+            tokio::time::timeout(Duration::from_millis(200), echo.recv_from(&mut probe)).await;
+        assert!(nothing.is_err(), "the loopback echo never heard a packet");
     }
 }

@@ -5,12 +5,16 @@
 
 mod apply;
 mod balancer;
+mod buffers;
 mod connect;
 mod drain;
 mod fanout;
+mod framed;
 mod id;
 mod inbound;
+mod names;
 mod outbound;
+mod own_inbounds;
 mod plan_file;
 mod plane;
 mod relay;
@@ -22,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use etemenanki_ir::state::DeployedState;
 use tokio::signal::unix::{signal, SignalKind};
 
 const USAGE: &str = "usage: etemenanki-run PLAN [--state FILE]";
@@ -106,7 +111,7 @@ async fn serve(args: Args, plan: etemenanki_ir::encode::Plan) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    write_state(&args, &running);
+    write_state(args.state.as_deref(), running.state());
     tracing::info!(
         "serving {} (compiled by etc {})",
         args.plan.display(),
@@ -149,20 +154,18 @@ fn reload(args: &Args, running: &mut apply::Runtime, why: &str) {
                 plan.epoch,
                 plan.summary()
             );
-            write_state(args, running);
+            write_state(args.state.as_deref(), running.state());
         }
         Err(e) => tracing::error!("reload: build failed, keeping current config: {e}"),
     }
 }
 
-/// Writes the deployed state beside its final name, then renames it, so a
-/// reader never sees half a file.
-fn write_state(args: &Args, running: &apply::Runtime) {
-    let Some(path) = &args.state else { return };
-    let partial = path.with_extension("partial");
-    let written = std::fs::write(&partial, running.state().encode())
-        .and_then(|()| std::fs::rename(&partial, path));
-    if let Err(e) = written {
+/// Writes the deployed state, which holds every secret of the plan: mode
+/// 0600, through a fresh temporary file renamed over the old one, so a
+/// reader never sees half a file and nothing planted beside it is followed.
+fn write_state(path: Option<&Path>, state: &DeployedState) {
+    let Some(path) = path else { return };
+    if let Err(e) = etemenanki_ir::file::write_private(path, &state.encode()) {
         tracing::error!("cannot write the state file {}: {e}", path.display());
     }
 }
@@ -175,11 +178,72 @@ fn write_state(args: &Args, running: &apply::Runtime) {
 struct FileStamp(Option<[u8; 32]>);
 
 impl FileStamp {
+    /// The digest of the plan file now; `None` when it cannot be read. Only
+    /// a regular file is read, and its open never waits: a FIFO put at the
+    /// path would otherwise block the control loop, SIGTERM included.
     fn of(path: &Path) -> FileStamp {
         FileStamp(
-            std::fs::read(path)
+            plan_file::read(path)
                 .ok()
                 .map(|bytes| etemenanki_ir::encode::sha256(&bytes)),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etemenanki_ir::route::RouteTable;
+    use etemenanki_ir::spec::{
+        DnsSpec, Limits, OutboundProtocol, OutboundSpec, SocketPolicy, Spec,
+    };
+
+    fn dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("run-main-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_state_file_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let spec = Spec {
+            inbounds: vec![],
+            outbounds: vec![OutboundSpec {
+                tag: "block".into(),
+                protocol: OutboundProtocol::Blackhole,
+                drain: Default::default(),
+            }],
+            balancers: vec![],
+            route: RouteTable::new(vec![], "block".into()).unwrap(),
+            dns: DnsSpec::System,
+            socket: SocketPolicy::default(),
+            limits: Limits::default(),
+        };
+        let state = DeployedState::initial(spec);
+        let path = dir("state").join("state");
+        write_state(Some(&path), &state);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(
+            DeployedState::decode(&std::fs::read(&path).unwrap()),
+            Ok(state)
+        );
+    }
+
+    #[test]
+    fn a_fifo_at_the_plan_path_never_blocks_the_watch() {
+        let fifo = dir("fifo").join("plan.bin");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo runs");
+        let (done, stamp) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(FileStamp::of(&fifo));
+        });
+        let stamp = stamp
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the watch reads a FIFO at once");
+        assert!(stamp == FileStamp(None), "a FIFO has no stamp");
     }
 }

@@ -1,10 +1,13 @@
 //! The route plane: the route table with every target it names resolved to
-//! a built outbound or balancer. One immutable plane per apply, published
-//! with a single `ArcSwap` store; every flow and every UDP packet loads the
-//! current one.
+//! a built outbound or balancer, the resolver its domain strategy resolves
+//! names with, and the listening addresses of our own inbounds, which no
+//! flow may be sent to. One immutable plane per apply, published with a
+//! single `ArcSwap` store; every flow and every UDP packet loads the current
+//! one, so a reload updates all three at once.
 
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::route::RouteTable;
@@ -12,7 +15,8 @@ use etemenanki_ir::route::RouteTable;
 use crate::balancer::Balancer;
 use crate::id::OutboundId;
 use crate::outbound::Outbound;
-use crate::route::{pick, RouteInput};
+use crate::own_inbounds::OwnInbounds;
+use crate::resolve::Resolver;
 
 #[derive(Clone)]
 pub enum Target {
@@ -43,6 +47,10 @@ pub struct Plane {
     /// The target of each rule, in rule order.
     rule_targets: Vec<Target>,
     default: Target,
+    /// The resolver of destinations (freedom's), for a domain strategy that
+    /// routes names by their addresses; `None` before the first apply.
+    resolver: Option<Resolver>,
+    own_inbounds: OwnInbounds,
 }
 
 /// What a route lookup chose.
@@ -60,6 +68,8 @@ impl Plane {
             route: RouteTable::new(Vec::new(), String::new()).expect("an empty table compiles"),
             rule_targets: Vec::new(),
             default: Target::Outbound(Arc::new(Outbound::blackhole(OutboundId::new("", 0)))),
+            resolver: None,
+            own_inbounds: OwnInbounds::default(),
         }
     }
 
@@ -83,11 +93,38 @@ impl Plane {
             route,
             rule_targets,
             default,
+            resolver: None,
+            own_inbounds: OwnInbounds::default(),
         })
     }
 
-    pub fn route(&self, input: &RouteInput<'_>) -> Routed<'_> {
-        match pick(&self.route, input).1 {
+    /// This plane, resolving names for its domain strategy with `resolver`.
+    pub fn with_resolver(mut self, resolver: Resolver) -> Plane {
+        self.resolver = Some(resolver);
+        self
+    }
+
+    /// This plane, refusing flows to the inbounds listening on `listen`.
+    pub fn with_own_inbounds(mut self, listen: impl IntoIterator<Item = SocketAddr>) -> Plane {
+        self.own_inbounds = OwnInbounds::new(listen);
+        self
+    }
+
+    pub fn table(&self) -> &RouteTable {
+        &self.route
+    }
+
+    pub fn resolver(&self) -> Option<&Resolver> {
+        self.resolver.as_ref()
+    }
+
+    pub fn own_inbounds(&self) -> &OwnInbounds {
+        &self.own_inbounds
+    }
+
+    /// The target of the rule at `rule` (0-based), or the default.
+    pub fn routed(&self, rule: Option<usize>) -> Routed<'_> {
+        match rule {
             Some(i) => Routed {
                 target: &self.rule_targets[i],
                 line: Some(self.route.rules()[i].line),

@@ -91,9 +91,18 @@ mod tests {
             .await
             .unwrap();
         let socket = SockRef::from(stream.socket());
-        assert!(socket.tcp_nodelay().unwrap(), "TCP_NODELAY on the accepted side");
-        assert!(socket.keepalive().unwrap(), "SO_KEEPALIVE on the accepted side");
+        assert!(
+            socket.tcp_nodelay().unwrap(),
+            "TCP_NODELAY on the accepted side"
+        );
+        assert!(
+            socket.keepalive().unwrap(),
+            "SO_KEEPALIVE on the accepted side"
+        );
         assert_eq!(socket.tcp_keepalive_time().unwrap(), TCP_KEEPALIVE_IDLE);
-        assert_eq!(socket.tcp_keepalive_interval().unwrap(), TCP_KEEPALIVE_INTERVAL);
+        assert_eq!(
+            socket.tcp_keepalive_interval().unwrap(),
+            TCP_KEEPALIVE_INTERVAL
+        );
     }
 }

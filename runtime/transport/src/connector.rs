@@ -33,9 +33,10 @@ impl Connector {
         let tls = match transport.shape {
             StreamShape::Tcp => None,
             StreamShape::Tls => {
-                let spec = transport.tls.as_ref().ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidInput, "missing tls")
-                })?;
+                let spec = transport
+                    .tls
+                    .as_ref()
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "missing tls"))?;
                 Some(TlsConnector::build(spec, &[])?)
             }
             ref other => {

@@ -117,7 +117,7 @@ fn describe(r: Rule) -> &'static str {
         Rule::tag => "a tag",
         Rule::protocol => "a protocol",
         Rule::strategy => "a strategy",
-        Rule::key | Rule::block | Rule::setting => "a key",
+        Rule::key | Rule::block | Rule::setting | Rule::route_setting => "a key",
         Rule::body | Rule::lbrace => "`{`",
         Rule::rbrace => "`}`",
         Rule::lbracket => "`[`",

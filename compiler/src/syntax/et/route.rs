@@ -1,8 +1,10 @@
 //! `route { ... }`: one rule a line, conditions joined by `and`, the
-//! target after `->`, and `default -> <target>`.
+//! target after `->`, `default -> <target>`, and the table's settings
+//! (`domain_strategy = ip_if_non_match`).
 //!
 //! ```text
 //! route {
+//!   domain_strategy = ip_if_non_match
 //!   cidr 10.0.0.0/8, 172.16.0.0/12 -> direct
 //!   port 53, 1000-2000 and network udp -> dns-out
 //!   default -> proxy
@@ -18,6 +20,10 @@ use super::{span_of, Cx, Rule};
 use crate::codes;
 use crate::config::{List, Route, Rule as SourceRule, Spanned};
 use crate::diagnostic::{Diagnostic, Span};
+
+/// Every setting of the route table besides `default`, as TOML's `[route]`
+/// has them.
+const SETTINGS: &[&str] = &["domain_strategy"];
 
 /// Every condition a rule can hold, in the order of the TOML rule's keys.
 const CONDITIONS: &[&str] = &[
@@ -36,8 +42,29 @@ const CONDITIONS: &[&str] = &[
 pub(super) fn route(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Route {
     let mut route = Route::default();
     let mut default_key: Option<Span> = None;
+    let mut strategy_key: Option<Span> = None;
     for item in statement.into_inner() {
         match item.as_rule() {
+            Rule::route_setting => {
+                let mut parts = item.into_inner();
+                let key = parts.next().expect("a setting starts with a key");
+                let key_span = span_of(&key);
+                let value = parts
+                    .find(|p| p.as_rule() == Rule::value)
+                    .map(|v| cx.value(v))
+                    .expect("a setting has a value");
+                if !SETTINGS.contains(&key.as_str()) {
+                    cx.report(unknown_field(key.as_str(), key_span, SETTINGS));
+                    continue;
+                }
+                match &strategy_key {
+                    Some(first) => cx.report(duplicate(key.as_str(), key_span, first.clone())),
+                    None => {
+                        strategy_key = Some(key_span);
+                        route.domain_strategy = cx.name(&value);
+                    }
+                }
+            }
             Rule::default_rule => {
                 let mut parts = item.into_inner();
                 let key = span_of(&parts.next().expect("a default rule starts with `default`"));

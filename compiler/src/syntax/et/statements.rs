@@ -175,6 +175,10 @@ fn take_list<T>(
     f.setting(key).and_then(|v| cx.list(v, what, item))
 }
 
+fn take_secrets(cx: &mut Cx<'_>, f: &Fields<'_>, key: &str) -> Option<List<SecretValue>> {
+    f.setting(key).and_then(|v| cx.secrets(v))
+}
+
 // ---------------------------------------------------------------- inbounds
 
 const INBOUND: &[(&str, Shape)] = &[
@@ -245,12 +249,12 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
         udp: take(cx, &f, "udp", |cx, v| cx.boolean(v)),
         accounts: (!accounts.is_empty()).then_some(accounts),
         password: take(cx, &f, "password", |cx, v| cx.secret(v)),
-        passwords: take_list(cx, &f, "passwords", "secrets", |cx, v| cx.secret(v)),
+        passwords: take_secrets(cx, &f, "passwords"),
         id: take(cx, &f, "id", |cx, v| cx.secret(v)),
-        ids: take_list(cx, &f, "ids", "secrets", |cx, v| cx.secret(v)),
+        ids: take_secrets(cx, &f, "ids"),
         method: take(cx, &f, "method", |cx, v| cx.name(v)),
         psk: take(cx, &f, "psk", |cx, v| cx.secret(v)),
-        users: take_list(cx, &f, "users", "secrets", |cx, v| cx.secret(v)),
+        users: take_secrets(cx, &f, "users"),
         obfs: f.block("obfs").and_then(|b| obfs(cx, b)),
     };
     let has_settings = [
@@ -503,7 +507,7 @@ fn outbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Outbou
         security: take(cx, &f, "security", |cx, v| cx.name(v)),
         method: take(cx, &f, "method", |cx, v| cx.name(v)),
         psk: take(cx, &f, "psk", |cx, v| cx.secret(v)),
-        identity_psks: take_list(cx, &f, "identity_psks", "secrets", |cx, v| cx.secret(v)),
+        identity_psks: take_secrets(cx, &f, "identity_psks"),
         obfs: f.block("obfs").and_then(|b| obfs(cx, b)),
         max_concurrent_streams: take(cx, &f, "max_concurrent_streams", |cx, v| cx.uint::<u32>(v)),
         up_mbps: take(cx, &f, "up_mbps", |cx, v| cx.uint::<u64>(v)),

@@ -1102,3 +1102,22 @@ fn deep_nesting_is_refused_before_it_reaches_the_parser() {
         "invalid type: name `close`, expected a duration such as `30s`"
     );
 }
+
+#[test]
+fn a_secret_slot_of_the_wrong_kind_never_quotes_its_value() {
+    let text = "outbound a trojan { password = hunter2x }\n\
+                inbound b trojan { port = 1 passwords = s3cr3t-w0rd }\n\
+                inbound c trojan { port = 2 passwords = [\"ok\", 24681357] }";
+    let d = errors(text);
+    let messages: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "invalid type: name, expected a string, `env(\"NAME\")` or `file(\"path\")`",
+            "invalid type: name, expected a list of secrets",
+            "invalid type: integer, expected a string, `env(\"NAME\")` or `file(\"path\")`",
+        ]
+    );
+    assert_eq!(at(text, &d[0]), "hunter2x");
+    assert_eq!(at(text, &d[2]), "24681357");
+}

@@ -192,18 +192,20 @@ impl Cx<'_> {
         let text = self.text(v);
         match &v.kind {
             Kind::Str(s) => format!("string {s:?}"),
-            Kind::Bool(_) => format!("boolean `{text}`"),
-            Kind::Int(_) => format!("integer `{text}`"),
-            Kind::Duration(_) => format!("duration `{text}`"),
-            Kind::Cidr => format!("CIDR `{text}`"),
-            Kind::SocketAddr { .. } => format!("socket address `{text}`"),
-            Kind::Ip => format!("IP address `{text}`"),
-            Kind::PortRange(_) => format!("port range `{text}`"),
-            Kind::Name(_) => format!("name `{text}`"),
-            Kind::Secret(_) => format!("secret reference `{text}`"),
-            Kind::List(_) => "a list".to_owned(),
-            Kind::CloseAfter(_) => format!("drain policy `{text}`"),
+            Kind::List(_) => kind_name(&v.kind).to_owned(),
+            kind => format!("{} `{text}`", kind_name(kind)),
         }
+    }
+
+    /// `invalid type: <kind>, expected <expected>` for the value of a secret
+    /// slot, which is never quoted: it may be the secret itself, written
+    /// without quotes.
+    fn wrong_secret_type(&mut self, v: &Value, expected: &str) {
+        self.report(Diagnostic::error(
+            codes::WRONG_TYPE,
+            v.span.clone(),
+            format!("invalid type: {}, expected {expected}", kind_name(&v.kind)),
+        ));
     }
 
     // ------------------------------------------------------------ typed takes
@@ -236,14 +238,19 @@ impl Cx<'_> {
             Kind::Str(s) => Some(Spanned::new(v.span.clone(), SecretValue::Plain(s.clone()))),
             Kind::Secret(s) => Some(Spanned::new(v.span.clone(), s.clone())),
             _ => {
-                self.wrong_type(
-                    v,
-                    "a string, `env(\"NAME\")` or `file(\"path\")`",
-                    |_, _| false,
-                );
+                self.wrong_secret_type(v, "a string, `env(\"NAME\")` or `file(\"path\")`");
                 None
             }
         }
+    }
+
+    /// A list of secrets.
+    pub(super) fn secrets(&mut self, v: &Value) -> Option<List<SecretValue>> {
+        if !matches!(v.kind, Kind::List(_)) {
+            self.wrong_secret_type(v, "a list of secrets");
+            return None;
+        }
+        self.list(v, "secrets", |cx, v| cx.secret(v))
     }
 
     pub(super) fn boolean(&mut self, v: &Value) -> Option<Spanned<bool>> {
@@ -469,6 +476,24 @@ fn unquoted_fits(contents: &str, accepts: fn(&mut Cx<'_>, &Value) -> bool) -> bo
     };
     let value = cx.value(value);
     !matches!(value.kind, Kind::Str(_)) && accepts(&mut cx, &value) && cx.diagnostics.is_empty()
+}
+
+/// What a literal is, in serde's words.
+fn kind_name(kind: &Kind) -> &'static str {
+    match kind {
+        Kind::Str(_) => "string",
+        Kind::Bool(_) => "boolean",
+        Kind::Int(_) => "integer",
+        Kind::Duration(_) => "duration",
+        Kind::Cidr => "CIDR",
+        Kind::SocketAddr { .. } => "socket address",
+        Kind::Ip => "IP address",
+        Kind::PortRange(_) => "port range",
+        Kind::Name(_) => "name",
+        Kind::Secret(_) => "secret reference",
+        Kind::List(_) => "a list",
+        Kind::CloseAfter(_) => "drain policy",
+    }
 }
 
 fn duration(pair: Pair<'_, Rule>) -> Option<Duration> {

@@ -118,7 +118,11 @@ mod tests {
         let step = Core::new(&accounts)
             .advance(&request, SystemTime::UNIX_EPOCH, &mut out)
             .unwrap();
-        let ServerStep::Open { consumed, request: head } = step else {
+        let ServerStep::Open {
+            consumed,
+            request: head,
+        } = step
+        else {
             panic!("{step:?}")
         };
         assert_eq!(consumed, request.len());
@@ -144,7 +148,10 @@ mod tests {
             assert_eq!(codec.decode(&input[..cut], &mut out).unwrap(), None);
         }
         let (used, step) = codec.decode(&input, &mut out).unwrap().unwrap();
-        assert_eq!((&input[used..], step), (&b"220 smtp ready\r\n"[..], ClientStep::Open(())));
+        assert_eq!(
+            (&input[used..], step),
+            (&b"220 smtp ready\r\n"[..], ClientStep::Open(()))
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use super::{
     authorized, parse_request_head, Kind, RequestHead, RESPONSE_AUTH_REQUIRED,
-    RESPONSE_BAD_GATEWAY, RESPONSE_ESTABLISHED,
+    RESPONSE_BAD_GATEWAY, RESPONSE_ESTABLISHED, RESPONSE_FORBIDDEN,
 };
 use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
 use crate::Address;
@@ -74,8 +74,13 @@ impl ServerRequest for RequestHead {
         }
     }
 
-    fn on_connect_failed(&self, _error: io::ErrorKind, out: &mut Vec<u8>) {
-        out.extend_from_slice(RESPONSE_BAD_GATEWAY);
+    /// 403 for a destination this proxy refuses (one of its own inbounds),
+    /// 502 for a dial that failed.
+    fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>) {
+        out.extend_from_slice(match error {
+            io::ErrorKind::PermissionDenied => RESPONSE_FORBIDDEN,
+            _ => RESPONSE_BAD_GATEWAY,
+        });
     }
 }
 
@@ -84,16 +89,23 @@ mod tests {
     use super::*;
     use crate::http::RESPONSE_BAD_REQUEST;
 
-    fn advance(accounts: &[(String, String)], input: &[u8]) -> Result<ServerStep<RequestHead>, Refusal> {
+    fn advance(
+        accounts: &[(String, String)],
+        input: &[u8],
+    ) -> Result<ServerStep<RequestHead>, Refusal> {
         Core::new(accounts).advance(input, SystemTime::UNIX_EPOCH, &mut Vec::new())
     }
 
     #[test]
     fn a_head_opens_only_once_whole_and_leaves_the_payload() {
-        let input = b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\x16\x03\x01";
+        let input =
+            b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\x16\x03\x01";
         let whole = input.len() - 3;
         for cut in 0..whole {
-            assert_eq!(advance(&[], &input[..cut]), Ok(ServerStep::NeedMore { consumed: 0 }));
+            assert_eq!(
+                advance(&[], &input[..cut]),
+                Ok(ServerStep::NeedMore { consumed: 0 })
+            );
         }
         let Ok(ServerStep::Open { consumed, request }) = advance(&[], input) else {
             panic!("no request")
@@ -122,6 +134,27 @@ mod tests {
         let refusal = advance(&accounts, b"CONNECT a:1 HTTP/1.1\r\n\r\n").unwrap_err();
         assert_eq!(refusal.reply, RESPONSE_AUTH_REQUIRED);
         let refusal = advance(&[], b"CONNECT\r\n\r\n").unwrap_err();
+        assert_eq!(refusal.reply, RESPONSE_BAD_REQUEST);
+    }
+
+    #[test]
+    fn a_refused_destination_is_answered_403_and_a_failed_dial_502() {
+        let Ok(ServerStep::Open { request, .. }) =
+            advance(&[], b"CONNECT 127.0.0.1:1080 HTTP/1.1\r\n\r\n")
+        else {
+            panic!("no request")
+        };
+        let mut out = Vec::new();
+        request.on_connect_failed(io::ErrorKind::PermissionDenied, &mut out);
+        assert_eq!(out, RESPONSE_FORBIDDEN);
+        out.clear();
+        request.on_connect_failed(io::ErrorKind::ConnectionRefused, &mut out);
+        assert_eq!(out, RESPONSE_BAD_GATEWAY);
+    }
+
+    #[test]
+    fn a_connect_to_a_host_with_a_nul_is_refused_with_400() {
+        let refusal = advance(&[], b"CONNECT 127.0.0.1\0:80 HTTP/1.1\r\n\r\n").unwrap_err();
         assert_eq!(refusal.reply, RESPONSE_BAD_REQUEST);
     }
 }

@@ -241,7 +241,10 @@ mod tests {
         let e = converse(&accounts, wrong, status::SUCCEEDED).unwrap_err();
         assert_eq!(
             (e.kind(), e.to_string()),
-            (io::ErrorKind::PermissionDenied, "server rejects account".into())
+            (
+                io::ErrorKind::PermissionDenied,
+                "server rejects account".into()
+            )
         );
         let anonymous = Socks5::new(None, Command::Connect(&dest));
         let e = converse(&accounts, anonymous, status::SUCCEEDED).unwrap_err();
@@ -250,7 +253,10 @@ mod tests {
         let e = converse(&[], refused, status::CONNECTION_REFUSED).unwrap_err();
         assert_eq!(
             (e.kind(), e.to_string()),
-            (io::ErrorKind::ConnectionRefused, "server rejects request: 5".into())
+            (
+                io::ErrorKind::ConnectionRefused,
+                "server rejects request: 5".into()
+            )
         );
     }
 
@@ -266,6 +272,9 @@ mod tests {
         input.extend_from_slice(b"SSH-2.0 banner");
         let (used, step) = codec.decode(&input, &mut out).unwrap().unwrap();
         assert_eq!(&input[used..], b"SSH-2.0 banner");
-        assert_eq!(step, ClientStep::Open(Address::Ip("127.0.0.1:80".parse().unwrap())));
+        assert_eq!(
+            step,
+            ClientStep::Open(Address::Ip("127.0.0.1:80".parse().unwrap()))
+        );
     }
 }

@@ -40,13 +40,9 @@ impl fmt::Display for NotAllowed {
     }
 }
 
-/// An IPv4-mapped IPv6 address is the IPv4 address it carries.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
+/// An IPv4-mapped IPv6 address is the IPv4 address it carries: the form
+/// routing compares addresses in too.
+pub use etemenanki_ir::route::canonical;
 
 /// Whether a relay socket bound on `relay` receives datagrams from `client`.
 fn hears(relay: IpAddr, client: IpAddr) -> bool {

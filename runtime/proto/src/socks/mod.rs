@@ -8,7 +8,7 @@ mod udp;
 
 pub use expected::{canonical, ExpectedSender, NotAllowed};
 pub use server::{status_of, Command, Handshake, Request, Version};
-pub use udp::{parse_datagram, write_datagram_header, UdpError};
+pub use udp::{parse_datagram, parse_datagram_into, write_datagram_header, UdpError};
 
 /// SOCKS5 reply codes (RFC 1928 section 6).
 pub mod status {
@@ -32,12 +32,20 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use crate::Address;
 
 /// Reads a SOCKS5 address (ATYP, address, port) from the start of `buf`.
-/// `Ok(None)` means more bytes are needed.
-fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
+/// `Ok(None)` means more bytes are needed. Trojan names addresses the same
+/// way.
+pub(crate) fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
+    let mut addr = Address::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    Ok(read_address_into(buf, &mut addr)?.map(|used| (addr, used)))
+}
+
+/// As [`read_address`], into `addr`, whose name buffer is reused; returns
+/// the bytes used.
+fn read_address_into(buf: &[u8], addr: &mut Address) -> Result<Option<usize>, &'static str> {
     let Some(&atyp) = buf.first() else {
         return Ok(None);
     };
-    let (addr, at) = match atyp {
+    let (ip, at) = match atyp {
         ATYP_V4 => {
             if buf.len() < 1 + 4 + 2 {
                 return Ok(None);
@@ -60,18 +68,32 @@ fn read_address(buf: &[u8]) -> Result<Option<(Address, usize)>, &'static str> {
             if buf.len() < 2 + len + 2 {
                 return Ok(None);
             }
-            let name = std::str::from_utf8(&buf[2..2 + len])
-                .map_err(|_| "socks: the domain is not UTF-8")?;
-            if name.is_empty() {
-                return Err("socks: the domain is empty");
-            }
             let port = u16::from_be_bytes([buf[2 + len], buf[3 + len]]);
-            return Ok(Some((Address::Domain(name.to_owned(), port), 2 + len + 2)));
+            set_domain(addr, &buf[2..2 + len], port)?;
+            return Ok(Some(2 + len + 2));
         }
         _ => return Err("socks: unknown address type"),
     };
     let port = u16::from_be_bytes([buf[at], buf[at + 1]]);
-    Ok(Some((Address::Ip(SocketAddr::new(addr, port)), at + 2)))
+    *addr = Address::Ip(SocketAddr::new(ip, port));
+    Ok(Some(at + 2))
+}
+
+/// The address a SOCKS5 or SOCKS4a domain field names: an IP when the text
+/// is an IP literal, so it routes as one.
+fn domain_address(name: &[u8], port: u16) -> Result<Address, &'static str> {
+    let mut addr = Address::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    set_domain(&mut addr, name, port)?;
+    Ok(addr)
+}
+
+fn set_domain(addr: &mut Address, name: &[u8], port: u16) -> Result<(), &'static str> {
+    let name = std::str::from_utf8(name).map_err(|_| "socks: the domain is not UTF-8")?;
+    if name.is_empty() {
+        return Err("socks: the domain is empty");
+    }
+    addr.set_host(name, port)
+        .ok_or("socks: the domain is not a valid host name")
 }
 
 /// Appends a SOCKS5 address for an IP socket address.
@@ -89,16 +111,45 @@ fn write_socket_addr(addr: SocketAddr, out: &mut Vec<u8>) {
     out.extend_from_slice(&addr.port().to_be_bytes());
 }
 
-/// Appends a SOCKS5 address.
-fn write_address(addr: &Address, out: &mut Vec<u8>) {
+/// The bytes [`put_address`] writes for `addr`: at most 259 (type, length,
+/// a 255-byte name, port).
+pub(crate) fn address_len(addr: &Address) -> usize {
     match addr {
-        Address::Ip(addr) => write_socket_addr(*addr, out),
+        Address::Ip(SocketAddr::V4(_)) => 1 + 4 + 2,
+        Address::Ip(SocketAddr::V6(_)) => 1 + 16 + 2,
+        Address::Domain(name, _) => 1 + 1 + name.len().min(255) + 2,
+    }
+}
+
+/// Writes a SOCKS5 address into `out`, which is [`address_len`] bytes long:
+/// for a header sealed in place in front of a payload.
+pub(crate) fn put_address(addr: &Address, out: &mut [u8]) {
+    let port = match addr {
+        Address::Ip(SocketAddr::V4(v4)) => {
+            out[0] = ATYP_V4;
+            out[1..5].copy_from_slice(&v4.ip().octets());
+            v4.port()
+        }
+        Address::Ip(SocketAddr::V6(v6)) => {
+            out[0] = ATYP_V6;
+            out[1..17].copy_from_slice(&v6.ip().octets());
+            v6.port()
+        }
         Address::Domain(name, port) => {
             let name = &name.as_bytes()[..name.len().min(255)];
-            out.push(ATYP_DOMAIN);
-            out.push(name.len() as u8);
-            out.extend_from_slice(name);
-            out.extend_from_slice(&port.to_be_bytes());
+            out[0] = ATYP_DOMAIN;
+            out[1] = name.len() as u8;
+            out[2..2 + name.len()].copy_from_slice(name);
+            *port
         }
-    }
+    };
+    let at = out.len() - 2;
+    out[at..].copy_from_slice(&port.to_be_bytes());
+}
+
+/// Appends a SOCKS5 address.
+pub(crate) fn write_address(addr: &Address, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + address_len(addr), 0);
+    put_address(addr, &mut out[start..]);
 }

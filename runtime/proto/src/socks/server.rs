@@ -11,7 +11,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::SystemTime;
 
-use super::{read_address, status, write_socket_addr};
+use super::{domain_address, read_address, status, write_socket_addr};
 use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
 use crate::Address;
 
@@ -131,7 +131,6 @@ impl<'a> Handshake<'a> {
             state: State::Start,
         }
     }
-
 }
 
 impl ServerCore for Handshake<'_> {
@@ -175,7 +174,6 @@ impl ServerCore for Handshake<'_> {
 }
 
 impl Handshake<'_> {
-
     fn start(&mut self, buf: &[u8], out: &mut Vec<u8>) -> Result<Option<Step>, Refusal> {
         match buf.first() {
             None => Ok(None),
@@ -278,12 +276,7 @@ impl Handshake<'_> {
             let Some(name_end) = find_nul(&buf[at..]).map_err(refuse)? else {
                 return Ok(None);
             };
-            let name = std::str::from_utf8(&buf[at..at + name_end])
-                .map_err(|_| refuse("socks: the domain is not UTF-8"))?;
-            if name.is_empty() {
-                return Err(refuse("socks: the domain is empty"));
-            }
-            let dest = Address::Domain(name.to_owned(), port);
+            let dest = domain_address(&buf[at..at + name_end], port).map_err(refuse)?;
             at += name_end + 1;
             dest
         } else {
@@ -471,6 +464,59 @@ mod tests {
             request.destination,
             Address::Domain("example.org".into(), 443)
         );
+    }
+
+    fn socks5_connect_to_domain(name: &[u8]) -> Result<Request, Refusal> {
+        let mut input = b"\x05\x01\x00\x05\x01\x00\x03".to_vec();
+        input.push(name.len() as u8);
+        input.extend_from_slice(name);
+        input.extend_from_slice(&80u16.to_be_bytes());
+        trickle(&[], &input).map(|(request, _, _)| request)
+    }
+
+    #[test]
+    fn a_socks5_domain_that_is_an_ip_literal_routes_as_an_ip() {
+        for (name, ip) in [
+            ("127.0.0.1", "127.0.0.1"),
+            ("::1", "::1"),
+            ("[::1]", "::1"),
+            ("::ffff:127.0.0.1", "::ffff:127.0.0.1"),
+        ] {
+            let request = socks5_connect_to_domain(name.as_bytes()).unwrap();
+            assert_eq!(
+                request.destination,
+                Address::Ip(SocketAddr::new(ip.parse().unwrap(), 80)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_socks4a_domain_that_is_an_ip_literal_routes_as_an_ip() {
+        let (request, _, _) =
+            trickle(&[], b"\x04\x01\x00\x50\x00\x00\x00\x01\x00127.0.0.1\x00").unwrap();
+        assert_eq!(
+            request.destination,
+            Address::Ip("127.0.0.1:80".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_socks_domain_that_is_no_host_name_is_refused() {
+        for name in [
+            &b"127.0.0.1\0"[..],
+            b"example.com\r\n",
+            b"a b",
+            b"[example.com]",
+        ] {
+            let refusal = socks5_connect_to_domain(name).unwrap_err();
+            assert_eq!(refusal.reason, "socks: the domain is not a valid host name");
+            assert_eq!(refusal.reply[1], status::ADDRESS_TYPE_NOT_SUPPORTED);
+        }
+        let refusal =
+            trickle(&[], b"\x04\x01\x00\x50\x00\x00\x00\x01\x00exa\x07mple\x00").unwrap_err();
+        assert_eq!(refusal.reason, "socks: the domain is not a valid host name");
+        assert_eq!(refusal.reply[1], 0x5b);
     }
 
     #[test]

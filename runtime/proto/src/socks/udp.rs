@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use super::{read_address, write_address};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::{read_address_into, write_address};
 use crate::Address;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,14 +29,23 @@ impl fmt::Display for UdpError {
 
 /// Splits a client datagram into its destination and payload.
 pub fn parse_datagram(datagram: &[u8]) -> Result<(Address, &[u8]), UdpError> {
+    let mut addr = Address::Ip(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
+    let start = parse_datagram_into(datagram, &mut addr)?;
+    Ok((addr, &datagram[start..]))
+}
+
+/// As [`parse_datagram`], into `destination`, whose name buffer is reused
+/// (an association keeps one, so a packet to a name allocates nothing);
+/// returns where the payload starts.
+pub fn parse_datagram_into(datagram: &[u8], destination: &mut Address) -> Result<usize, UdpError> {
     if datagram.len() < 4 {
         return Err(UdpError::Short);
     }
     if datagram[2] != 0 {
         return Err(UdpError::Fragment);
     }
-    match read_address(&datagram[3..]) {
-        Ok(Some((addr, used))) => Ok((addr, &datagram[3 + used..])),
+    match read_address_into(&datagram[3..], destination) {
+        Ok(Some(used)) => Ok(3 + used),
         Ok(None) => Err(UdpError::Short),
         Err(reason) => Err(UdpError::Address(reason)),
     }
@@ -64,6 +75,17 @@ mod tests {
             assert_eq!(parsed, addr);
             assert_eq!(payload, b"payload");
         }
+    }
+
+    #[test]
+    fn a_socks5_udp_datagram_to_a_domain_that_is_an_ip_literal_is_an_ip() {
+        let (to, payload) = parse_datagram(b"\0\0\0\x03\x09127.0.0.1\x00\x35dns").unwrap();
+        assert_eq!(to, Address::Ip("127.0.0.1:53".parse().unwrap()));
+        assert_eq!(payload, b"dns");
+        assert!(matches!(
+            parse_datagram(b"\0\0\0\x03\x0a127.0.0.1\0\x00\x35dns"),
+            Err(UdpError::Address(_))
+        ));
     }
 
     #[test]

@@ -187,13 +187,23 @@ mod tests {
         let limits = limits(64);
         let admission = Admission::new(&limits);
         let _held: Vec<_> = (0..10)
-            .map(|i| admission.admit(IpAddr::from([192, 0, 2, i]), &limits).unwrap())
+            .map(|i| {
+                admission
+                    .admit(IpAddr::from([192, 0, 2, i]), &limits)
+                    .unwrap()
+            })
             .collect();
         assert_eq!(
             admission.admit(ip("198.51.100.1"), &limits).err(),
             Some("handshake limit reached")
         );
         // A refused source leaves no count behind.
-        assert!(admission.sources.counts.lock().unwrap().get(&ip("198.51.100.1")).is_none());
+        assert!(admission
+            .sources
+            .counts
+            .lock()
+            .unwrap()
+            .get(&ip("198.51.100.1"))
+            .is_none());
     }
 }

@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::sniff::sniff_prefix;
 use super::{handshake_timed_out, relay_opened, Shared};
 use crate::connect::{open_stream, Flow};
+use crate::route::refuse_own_inbound;
 
 /// Runs `core` over `client` until its request is whole, within the
 /// handshake limit; returns the request and the bytes the client sent after
@@ -63,7 +64,9 @@ async fn advance<C: ServerCore>(
                     ));
                 }
             }
-            Ok(ServerStep::Open { consumed, request }) => return Ok((request, buf.split_off(consumed))),
+            Ok(ServerStep::Open { consumed, request }) => {
+                return Ok((request, buf.split_off(consumed)))
+            }
             Err(refusal) => {
                 if !refusal.reply.is_empty() {
                     client.write_all(&refusal.reply).await?;
@@ -98,7 +101,11 @@ pub async fn open_and_relay<R: ServerRequest>(
     if sniff_ip && request.first_bytes().is_empty() {
         // The client sends its first bytes only once it has the success
         // reply, so the reply goes first and the prefix is collected after;
-        // a dial that then fails just closes the connection.
+        // a dial that then fails just closes the connection. A destination
+        // this proxy refuses is refused before that reply.
+        if let Err(e) = refuse_own_inbound(&shared.plane, &flow.destination) {
+            return refuse(client, request, e).await;
+        }
         request.on_connected(unspecified(), &mut reply);
         client.write_all(&reply).await?;
         client.flush().await?;
@@ -131,14 +138,23 @@ pub async fn open_and_relay<R: ServerRequest>(
             first.extend_from_slice(&early);
             relay_opened(shared, client, opened, &first).await
         }
-        Err(e) => {
-            request.on_connect_failed(e.kind(), &mut reply);
-            if client.write_all(&reply).await.is_ok() {
-                client.flush().await.ok();
-            }
-            Err(e)
-        }
+        Err(e) => refuse(client, request, e).await,
     }
+}
+
+/// Tells the client its request failed with `error`, in the words of its
+/// protocol, and returns the error.
+async fn refuse<R: ServerRequest>(
+    mut client: Stream,
+    request: &R,
+    error: io::Error,
+) -> io::Result<()> {
+    let mut reply = Vec::new();
+    request.on_connect_failed(error.kind(), &mut reply);
+    if client.write_all(&reply).await.is_ok() {
+        client.flush().await.ok();
+    }
+    Err(error)
 }
 
 pub fn unspecified() -> SocketAddr {

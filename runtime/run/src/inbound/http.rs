@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use etemenanki_proto::http::{Core, MAX_HEAD};
 use etemenanki_transport::Stream;
 
-use super::handshake::{open_and_relay, read_request};
 use super::admission::Handshaking;
+use super::handshake::{open_and_relay, read_request};
 use super::Shared;
 
 pub async fn serve(

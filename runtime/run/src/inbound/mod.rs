@@ -23,9 +23,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::connect::Opened;
-use admission::{Admission, Handshaking};
 use crate::plane::Plane;
 use crate::relay::{relay, Ended};
+use admission::{Admission, Handshaking};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
@@ -125,8 +125,16 @@ impl Inbound {
 
     /// A handle on the listening socket, for the inbound that replaces this
     /// one on `addr`; `None` when this one listens elsewhere.
+    /// `addr` with port 0 asks for any port, which a new socket gives: it
+    /// never takes over another inbound's.
     pub fn handoff(&self, addr: SocketAddr) -> Option<io::Result<Socket>> {
-        (self.listen == addr).then(|| self.socket.try_clone())
+        (addr.port() != 0 && self.listen == addr).then(|| self.socket.try_clone())
+    }
+
+    /// The address the listening socket is bound to: for port 0, the port
+    /// the kernel chose.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.socket.local_addr().ok()?.as_socket()
     }
 
     /// Sizes admission to the limits of the current apply.

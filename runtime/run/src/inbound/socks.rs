@@ -8,8 +8,8 @@ use etemenanki_proto::socks::{status, Command, Handshake};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
 
-use super::handshake::{open_and_relay, read_request, unspecified};
 use super::admission::Handshaking;
+use super::handshake::{open_and_relay, read_request, unspecified};
 use super::{udp, Shared};
 
 /// The longest handshake accepted: greeting, auth and a request with a

@@ -9,11 +9,11 @@ use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 
 use etemenanki_proto::socks::{
-    parse_datagram, status, write_datagram_header, ExpectedSender, Request,
+    parse_datagram_into, status, write_datagram_header, ExpectedSender, Request,
 };
 use etemenanki_proto::Address;
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use etemenanki_transport::Stream;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
@@ -64,6 +64,7 @@ pub async fn associate(
         expected,
         fanout,
         from_client: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+        destination: Address::Ip(SocketAddr::from(([0, 0, 0, 0], 0))),
         outgoing: None,
         to_client: vec![0u8; HEADROOM + MAX_DATAGRAM].into_boxed_slice(),
         incoming: None,
@@ -104,8 +105,10 @@ struct Association {
     expected: ExpectedSender,
     fanout: FanOut,
     from_client: Box<[u8]>,
-    /// The destination and payload range of the client packet being sent.
-    outgoing: Option<(Address, Range<usize>)>,
+    /// The destination of the client packet being sent (kept from packet
+    /// to packet, so its name buffer is reused), and its payload's range.
+    destination: Address,
+    outgoing: Option<Range<usize>>,
     to_client: Box<[u8]>,
     /// The range of the reply being sent to the client.
     incoming: Option<Range<usize>>,
@@ -129,10 +132,10 @@ impl Association {
         }
         let mut moved = false;
         // Client to the fan-out: a packet routed and sent, or still pending.
-        if let Some((to, range)) = &self.outgoing {
+        if let Some(range) = &self.outgoing {
             if self
                 .fanout
-                .poll_send_to(cx, &self.from_client[range.clone()], to)
+                .poll_send_to(cx, &self.from_client[range.clone()], &self.destination)
                 .is_ready()
             {
                 self.outgoing = None;
@@ -150,11 +153,11 @@ impl Association {
                 // Anyone but the client is dropped before parsing, and does
                 // not keep the association alive.
                 if self.expected.admits(from) {
-                    if let Ok((destination, payload)) = parse_datagram(&self.from_client[..n]) {
-                        let start = n - payload.len();
+                    let datagram = &self.from_client[..n];
+                    if let Ok(start) = parse_datagram_into(datagram, &mut self.destination) {
                         self.expected.pin(from);
                         self.client = Some(from);
-                        self.outgoing = Some((destination, start..n));
+                        self.outgoing = Some(start..n);
                         moved = true;
                     }
                 }
@@ -163,8 +166,9 @@ impl Association {
         }
         // The fan-out to the client: a reply framed with its source.
         if self.incoming.is_none() {
-            if let Poll::Ready((source, n)) =
-                self.fanout.poll_recv_from(cx, &mut self.to_client[HEADROOM..])
+            if let Poll::Ready((source, n)) = self
+                .fanout
+                .poll_recv_from(cx, &mut self.to_client[HEADROOM..])
             {
                 if self.client.is_some() {
                     self.header.clear();
@@ -177,7 +181,10 @@ impl Association {
             }
         }
         if let (Some(range), Some(client)) = (&self.incoming, self.client) {
-            if let Poll::Ready(sent) = self.hub.poll_send_to(cx, &self.to_client[range.clone()], client) {
+            if let Poll::Ready(sent) =
+                self.hub
+                    .poll_send_to(cx, &self.to_client[range.clone()], client)
+            {
                 if let Err(e) = sent {
                     tracing::debug!("socks udp: reply to {client} failed: {e}");
                 }

@@ -32,12 +32,22 @@ impl Freedom {
         }
     }
 
-    async fn candidates(&self, destination: &Address) -> io::Result<Vec<SocketAddr>> {
+    /// The addresses to try for `destination`: itself, or what `resolved`
+    /// (the addresses routing looked the name up to) or else the resolver
+    /// says, in the address family's order.
+    async fn candidates(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+    ) -> io::Result<Vec<SocketAddr>> {
         let (host, port) = match destination {
             Address::Ip(addr) => return Ok(vec![*addr]),
             Address::Domain(host, port) => (host, *port),
         };
-        let found = self.resolver.lookup(host).await?;
+        let found = match resolved {
+            Some(addresses) => addresses.to_vec(),
+            None => self.resolver.lookup(host).await?,
+        };
         if found.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -60,8 +70,12 @@ impl Freedom {
             .collect())
     }
 
-    pub async fn connect(&self, destination: &Address) -> io::Result<TcpStream> {
-        let addrs = self.candidates(destination).await?;
+    pub async fn connect(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+    ) -> io::Result<TcpStream> {
+        let addrs = self.candidates(destination, resolved).await?;
         self.dialer.connect_any(&addrs).await
     }
 
@@ -203,5 +217,39 @@ impl DatagramLink for ResolvingUdp {
             }
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use etemenanki_ir::spec::{DnsSpec, Limits, SocketPolicy};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::dial::Dialer;
+    use crate::resolve::Dns;
+
+    #[tokio::test]
+    async fn a_name_routing_resolved_is_dialed_at_those_addresses_without_a_second_lookup() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // A resolver with no server: any lookup it made would fail.
+        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let limits = Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default()));
+        let freedom = Freedom::new(
+            Dialer::new(SocketPolicy::default(), limits),
+            dns.destinations,
+            AddressFamily::Auto,
+        );
+        let name = Address::Domain("rebinds.example".into(), port);
+        let resolved = ["127.0.0.1".parse().unwrap()];
+        let stream = freedom.connect(&name, Some(&resolved)).await.unwrap();
+        assert_eq!(stream.peer_addr().unwrap(), listener.local_addr().unwrap());
+        assert!(
+            freedom.connect(&name, None).await.is_err(),
+            "without them the name is looked up, and this resolver finds nothing"
+        );
     }
 }

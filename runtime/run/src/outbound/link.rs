@@ -10,7 +10,9 @@ use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 
 use super::freedom::ResolvingUdp;
+use super::shadowsocks_udp::SsUdp;
 use super::socks_udp::SocksUdp;
+use super::trojan::TrojanUdp;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -39,6 +41,8 @@ pub enum OutboundDatagram {
     /// Boxed: it holds a resolver, far larger than the other variants.
     Freedom(Box<ResolvingUdp>),
     Socks(Box<SocksUdp>),
+    Trojan(Box<TrojanUdp>),
+    Shadowsocks(Box<SsUdp>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -58,6 +62,8 @@ impl DatagramLink for OutboundDatagram {
         match self {
             OutboundDatagram::Freedom(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Socks(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Trojan(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -70,6 +76,8 @@ impl DatagramLink for OutboundDatagram {
         match self {
             OutboundDatagram::Freedom(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Socks(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Trojan(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

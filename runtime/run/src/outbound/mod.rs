@@ -6,11 +6,16 @@ mod freedom;
 mod handshake;
 mod http;
 mod link;
+mod shadowsocks;
+mod shadowsocks_udp;
 mod socks;
 mod socks_udp;
 mod stream;
+mod stream_datagrams;
+mod trojan;
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
@@ -24,8 +29,10 @@ use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
+use shadowsocks::Shadowsocks;
 use socks::Socks;
 pub use stream::OutboundStream;
+use trojan::Trojan;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -38,6 +45,9 @@ enum Kind {
     Freedom(Freedom),
     Socks(Socks),
     Http(Http),
+    Trojan(Trojan),
+    /// Boxed: it holds a resolver beside its connector.
+    Shadowsocks(Box<Shadowsocks>),
     Blackhole,
 }
 
@@ -59,12 +69,29 @@ impl Outbound {
             OutboundProtocol::Socks { upstream, account }
             | OutboundProtocol::Http { upstream, account } => {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
-                let account = account.as_ref().map(|a| (a.user.clone(), a.pass.expose().clone()));
+                let account = account
+                    .as_ref()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()));
                 match spec.protocol {
                     OutboundProtocol::Socks { .. } => Kind::Socks(Socks::new(connector, account)),
                     _ => Kind::Http(Http::new(connector, account)),
                 }
             }
+            OutboundProtocol::Trojan { upstream, password } => {
+                let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
+                Kind::Trojan(Trojan::new(connector, password.expose()))
+            }
+            OutboundProtocol::Shadowsocks {
+                upstream,
+                method,
+                password,
+            } => Kind::Shadowsocks(Box::new(Shadowsocks::new(
+                Connector::build(upstream, dialer.clone(), dns.servers.clone())?,
+                upstream,
+                *method,
+                password.expose(),
+                dns.servers.clone(),
+            ))),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -98,14 +125,23 @@ impl Outbound {
         self.probe.as_ref()
     }
 
-    pub async fn connect_stream(&self, destination: &Address) -> io::Result<OutboundStream> {
+    /// Opens a TCP flow to `destination`. `resolved` holds the addresses
+    /// routing resolved a name to, if it did: a direct dial goes to those
+    /// and looks nothing up again; a proxy sends the name as it was.
+    pub async fn connect_stream(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+    ) -> io::Result<OutboundStream> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .connect(destination)
+                .connect(destination, resolved)
                 .await
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
             Kind::Http(http) => http.connect(destination).await,
+            Kind::Trojan(trojan) => trojan.connect(destination).await,
+            Kind::Shadowsocks(ss) => ss.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -128,6 +164,14 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Socks(Box::new(udp))),
+            Kind::Trojan(trojan) => trojan
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Trojan(Box::new(udp))),
+            Kind::Shadowsocks(ss) => ss
+                .open_udp()
+                .await
+                .map(|udp| OutboundDatagram::Shadowsocks(Box::new(udp))),
             Kind::Http(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "http carries no datagrams",

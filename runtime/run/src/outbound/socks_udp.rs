@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use etemenanki_proto::socks::{parse_datagram, write_datagram_header};
 use etemenanki_proto::Address;
-use tokio::io::{AsyncRead, ReadBuf};
 use etemenanki_transport::Stream;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UdpSocket;
 
 use super::link::DatagramLink;
@@ -35,7 +35,7 @@ fn control_closed() -> io::Error {
 }
 
 /// IPv4-mapped IPv6 addresses compare as the IPv4 address they carry.
-fn endpoint(addr: SocketAddr) -> SocketAddr {
+pub(super) fn endpoint(addr: SocketAddr) -> SocketAddr {
     SocketAddr::new(etemenanki_proto::socks::canonical(addr.ip()), addr.port())
 }
 
@@ -74,7 +74,6 @@ impl SocksUdp {
             }
         }
     }
-
 }
 
 impl DatagramLink for SocksUdp {

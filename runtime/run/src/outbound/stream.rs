@@ -9,6 +9,8 @@ use etemenanki_transport::{Prefixed, Stream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::shadowsocks::SsFramed;
+
 /// A closed enum, as shadowsocks-rust's outbound stream is: no box where
 /// the types are known.
 pub enum OutboundStream {
@@ -17,6 +19,8 @@ pub enum OutboundStream {
     /// A tunnel whose server sent bytes right after its reply, in the same
     /// read: they are the tunnel's first bytes.
     Prefixed(Prefixed<Stream>),
+    /// A shadowsocks flow: chunks sealed and opened over the transport.
+    Shadowsocks(Box<SsFramed>),
     /// Reads EOF at once and swallows every write.
     Blackhole,
 }
@@ -36,7 +40,9 @@ impl OutboundStream {
     pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
         match self {
             OutboundStream::Transport(stream) => stream.as_plain_tcp(),
-            OutboundStream::Prefixed(_) | OutboundStream::Blackhole => None,
+            OutboundStream::Prefixed(_)
+            | OutboundStream::Shadowsocks(_)
+            | OutboundStream::Blackhole => None,
         }
     }
 
@@ -45,6 +51,7 @@ impl OutboundStream {
         let socket = match self {
             OutboundStream::Transport(stream) => stream.socket(),
             OutboundStream::Prefixed(prefixed) => prefixed.get_ref().socket(),
+            OutboundStream::Shadowsocks(framed) => framed.get_ref().socket(),
             OutboundStream::Blackhole => return None,
         };
         socket.local_addr().ok()
@@ -60,6 +67,7 @@ impl AsyncRead for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -74,6 +82,7 @@ impl AsyncWrite for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
         }
     }
@@ -82,6 +91,7 @@ impl AsyncWrite for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -90,6 +100,7 @@ impl AsyncWrite for OutboundStream {
         match self.get_mut() {
             OutboundStream::Transport(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Prefixed(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Shadowsocks(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }

@@ -16,8 +16,12 @@ use std::task::{ready, Context, Poll};
 
 use tokio::io::ReadBuf;
 
-use super::{pool, Relayed};
+use super::Relayed;
+use crate::buffers;
 
+/// The relay buffer of one direction, as seed 003's `RELAY_BUF` and seed
+/// 000's 16 KiB client buffers for socks and http.
+pub const RELAY_BUF: usize = 16 * 1024;
 /// Reads one direction may make in one poll before yielding to the rest of
 /// the runtime.
 const READS_PER_POLL: u32 = 16;
@@ -57,7 +61,7 @@ impl Carrier {
     fn new(mode: Mode) -> Carrier {
         #[cfg(target_os = "linux")]
         if mode == Mode::Splice {
-            match pool::take_pipe() {
+            match super::pool::take_pipe() {
                 Ok(pipe) => return Carrier::Pipe { pipe, pending: 0 },
                 Err(e) => tracing::debug!("relaying through a buffer: no pipe: {e}"),
             }
@@ -65,7 +69,7 @@ impl Carrier {
         #[cfg(not(target_os = "linux"))]
         let _ = mode;
         Carrier::Buffer {
-            buf: pool::take_buffer(),
+            buf: buffers::take(RELAY_BUF),
             start: 0,
             end: 0,
         }
@@ -73,7 +77,11 @@ impl Carrier {
 
     /// Writes what it holds to `to`; `Ready(Ok(false))` when it holds
     /// nothing, `Ready(Ok(true))` when some bytes went.
-    fn poll_write<W: Relayed>(&mut self, cx: &mut Context<'_>, to: &mut W) -> Poll<io::Result<bool>> {
+    fn poll_write<W: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut W,
+    ) -> Poll<io::Result<bool>> {
         let n = match self {
             Carrier::Buffer { buf, start, end } => {
                 if start == end {
@@ -123,7 +131,11 @@ impl Carrier {
 
     /// One read from `from` into an empty carrier: `Ready(Ok(0))` at end of
     /// stream, `Pending` when `from` has nothing now.
-    fn poll_read<R: Relayed>(&mut self, cx: &mut Context<'_>, from: &mut R) -> Poll<io::Result<usize>> {
+    fn poll_read<R: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut R,
+    ) -> Poll<io::Result<usize>> {
         match self {
             Carrier::Buffer { buf, start, end } => {
                 let mut read = ReadBuf::new(buf);
@@ -159,11 +171,11 @@ impl Carrier {
     /// spares.
     fn release(self) {
         match self {
-            Carrier::Buffer { buf, .. } => pool::give_buffer(buf),
+            Carrier::Buffer { buf, .. } => buffers::give(buf),
             #[cfg(target_os = "linux")]
             Carrier::Pipe { pipe, pending } => {
                 debug_assert_eq!(pending, 0, "only an empty pipe is a spare");
-                pool::give_pipe(pipe);
+                super::pool::give_pipe(pipe);
             }
         }
     }

@@ -9,6 +9,7 @@
 mod half;
 #[cfg(target_os = "linux")]
 mod pipe;
+#[cfg(target_os = "linux")]
 mod pool;
 
 use std::future::{poll_fn, Future};
@@ -365,7 +366,13 @@ mod tests {
         let mut guard = drain.guard();
         let relay = tokio::spawn(async move {
             let mut outbound = OutboundStream::Blackhole;
-            relay(&mut proxy_in, &mut outbound, Duration::from_secs(30), &mut guard).await
+            relay(
+                &mut proxy_in,
+                &mut outbound,
+                Duration::from_secs(30),
+                &mut guard,
+            )
+            .await
         });
         let mut got = Vec::new();
         app.read_to_end(&mut got).await.unwrap();
@@ -390,7 +397,7 @@ mod tests {
             // At most one buffer per direction was in flight; they are
             // spares again, and later rounds reuse them instead of
             // allocating more.
-            let now = pool::spare_buffers();
+            let now = crate::buffers::spares(half::RELAY_BUF);
             assert!((1..=2).contains(&now), "round {round}: {now} spares");
             assert_eq!(*spares.get_or_insert(now), now, "round {round}");
         }

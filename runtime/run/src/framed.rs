@@ -1,0 +1,387 @@
+//! A stream of sealed frames, as AsyncRead + AsyncWrite: the one client (and
+//! later server) runtime every framed protocol (Shadowsocks, VMess) runs
+//! on, so they share the relay like any other stream.
+//!
+//! Two buffers of `BUF` bytes, one per direction, each taken from the
+//! thread's spares only while its bytes move and given back once it is
+//! drained: an idle framed connection holds neither.
+//!
+//! - Writing: a write's bytes are copied behind the codec's headroom,
+//!   sealed where they lie and written out; a write longer than one frame
+//!   is taken in pieces, so a stream write never overflows. Backpressure is
+//!   not taking a write while sealed bytes are unwritten.
+//! - Reading: bytes are read into the buffer and frames opened in place;
+//!   their payloads are handed out in order. A frame that cannot fit the
+//!   buffer fails the stream: `upstream frame larger than the client
+//!   runtime's buffer`.
+
+use std::io;
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use etemenanki_proto::codec::{Opened, StreamCodec};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::buffers;
+
+pub struct Framed<S, C, const BUF: usize> {
+    inner: S,
+    codec: C,
+    /// Sealed bytes at `staged` not yet written.
+    write: Option<Box<[u8]>>,
+    staged: Range<usize>,
+    /// Bytes read at `read_buf[..filled]`; those before `at` are consumed,
+    /// and `payload` is the part of them still to hand out.
+    read: Option<Box<[u8]>>,
+    at: usize,
+    filled: usize,
+    payload: Range<usize>,
+    /// The upstream ended its stream.
+    eof: bool,
+}
+
+fn too_large() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "upstream frame larger than the client runtime's buffer",
+    )
+}
+
+impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
+    /// Frames `inner` with `codec`; `ahead` holds bytes already read from
+    /// `inner` (past a handshake), opened before anything else.
+    pub fn new(inner: S, codec: C, ahead: &[u8]) -> Self {
+        const {
+            assert!(
+                BUF > C::HEADROOM + C::TAILROOM,
+                "BUF must exceed the codec's reserve or nothing can be sealed"
+            )
+        };
+        let mut framed = Framed {
+            inner,
+            codec,
+            write: None,
+            staged: 0..0,
+            read: None,
+            at: 0,
+            filled: 0,
+            payload: 0..0,
+            eof: false,
+        };
+        if !ahead.is_empty() {
+            let mut buf = buffers::take(BUF);
+            let n = ahead.len().min(BUF);
+            buf[..n].copy_from_slice(&ahead[..n]);
+            framed.filled = n;
+            framed.read = Some(buf);
+        }
+        framed
+    }
+
+    /// The stream the frames travel on.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gives the read buffer back once nothing in it is left to hand out.
+    fn release_read(&mut self) {
+        if self.at == self.filled && self.payload.is_empty() {
+            if let Some(buf) = self.read.take() {
+                buffers::give(buf);
+            }
+            self.at = 0;
+            self.filled = 0;
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C, BUF> {
+    /// Writes the sealed bytes out; gives the buffer back once they are.
+    fn poll_staged(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.staged.is_empty() {
+            let Some(buf) = &self.write else { break };
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &buf[self.staged.clone()]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.staged.start += n;
+        }
+        if let Some(buf) = self.write.take() {
+            buffers::give(buf);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncRead
+    for Framed<S, C, BUF>
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if !this.payload.is_empty() {
+                let Some(buf) = &this.read else { break };
+                let n = this.payload.len().min(out.remaining());
+                out.put_slice(&buf[this.payload.start..this.payload.start + n]);
+                this.payload.start += n;
+                this.release_read();
+                return Poll::Ready(Ok(()));
+            }
+            if this.at < this.filled {
+                let Some(buf) = &mut this.read else { break };
+                match this.codec.open(&mut buf[this.at..this.filled])? {
+                    Opened::Frame { consumed, payload } => {
+                        if consumed == 0 || consumed > this.filled - this.at {
+                            return Poll::Ready(Err(io::Error::other(
+                                "codec opened an impossible frame",
+                            )));
+                        }
+                        this.payload = this.at + payload.start..this.at + payload.end;
+                        this.at += consumed;
+                        continue;
+                    }
+                    Opened::NeedMore { needed } if needed > BUF => {
+                        return Poll::Ready(Err(too_large()));
+                    }
+                    Opened::NeedMore { needed } => {
+                        if this.at + needed > BUF {
+                            // Move the partial frame to the front to make room.
+                            buf.copy_within(this.at..this.filled, 0);
+                            this.filled -= this.at;
+                            this.at = 0;
+                        }
+                    }
+                }
+            }
+            if this.eof {
+                return if this.at < this.filled {
+                    Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "upstream closed inside a frame",
+                    )))
+                } else {
+                    Poll::Ready(Ok(()))
+                };
+            }
+            if this.filled == BUF {
+                // A codec that wants more than a full buffer said so above.
+                return Poll::Ready(Err(too_large()));
+            }
+            let buf = this.read.get_or_insert_with(|| buffers::take(BUF));
+            let mut read = ReadBuf::new(&mut buf[this.filled..]);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        this.eof = true;
+                    }
+                    this.filled += n;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    this.release_read();
+                    return Poll::Pending;
+                }
+            }
+        }
+        Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")))
+    }
+}
+
+impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncWrite
+    for Framed<S, C, BUF>
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_staged(cx))?;
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let mut buf = buffers::take(BUF);
+        let room = BUF - C::HEADROOM - C::TAILROOM;
+        let n = data.len().min(room).min(C::MAX_PAYLOAD);
+        buf[C::HEADROOM..C::HEADROOM + n].copy_from_slice(&data[..n]);
+        let sealed = match this.codec.seal(&mut buf, n) {
+            Ok(sealed) if sealed.end <= BUF && !sealed.is_empty() => sealed,
+            Ok(_) => {
+                buffers::give(buf);
+                return Poll::Ready(Err(io::Error::other(
+                    "codec sealed an impossible byte count",
+                )));
+            }
+            Err(e) => {
+                buffers::give(buf);
+                return Poll::Ready(Err(e));
+            }
+        };
+        this.write = Some(buf);
+        this.staged = sealed;
+        // Start sending now; what does not go is sent by the next write or
+        // flush.
+        if let Poll::Ready(Err(e)) = this.poll_staged(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_staged(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_staged(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+impl<S, C, const BUF: usize> Drop for Framed<S, C, BUF> {
+    fn drop(&mut self) {
+        for buf in [self.write.take(), self.read.take()].into_iter().flatten() {
+            buffers::give(buf);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A toy framing, enough to drive the runtime: a two-byte length in
+    /// front of each payload, every payload byte XORed with 0x5a, and a
+    /// one-byte 0xee trailer.
+    struct Xor;
+
+    impl StreamCodec for Xor {
+        const HEADROOM: usize = 2;
+        const TAILROOM: usize = 1;
+        const MAX_PAYLOAD: usize = 1000;
+
+        fn seal(&mut self, buf: &mut [u8], len: usize) -> io::Result<Range<usize>> {
+            buf[..2].copy_from_slice(&(len as u16).to_be_bytes());
+            for b in &mut buf[2..2 + len] {
+                *b ^= 0x5a;
+            }
+            buf[2 + len] = 0xee;
+            Ok(0..len + 3)
+        }
+
+        fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
+            let Some(&[a, b]) = buf.first_chunk::<2>() else {
+                return Ok(Opened::NeedMore { needed: 2 });
+            };
+            let len = usize::from(u16::from_be_bytes([a, b]));
+            if buf.len() < len + 3 {
+                return Ok(Opened::NeedMore { needed: len + 3 });
+            }
+            if buf[2 + len] != 0xee {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "bad trailer"));
+            }
+            for b in &mut buf[2..2 + len] {
+                *b ^= 0x5a;
+            }
+            Ok(Opened::Frame {
+                consumed: len + 3,
+                payload: 2..2 + len,
+            })
+        }
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    #[tokio::test]
+    async fn framed_ends_carry_a_long_stream_both_ways_split_anywhere() {
+        // A tiny pipe capacity splits frames across reads at odd places.
+        let (a, b) = tokio::io::duplex(37);
+        let mut a = Framed::<_, _, 256>::new(a, Xor, &[]);
+        let mut b = Framed::<_, _, 256>::new(b, Xor, &[]);
+        let up = pattern(50_000);
+        let sent = up.clone();
+        let writer = tokio::spawn(async move {
+            a.write_all(&sent).await.unwrap();
+            a.shutdown().await.unwrap();
+            let mut back = Vec::new();
+            a.read_to_end(&mut back).await.unwrap();
+            back
+        });
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).await.unwrap();
+        assert!(got == up, "the bytes up differ");
+        b.write_all(b"reply").await.unwrap();
+        b.shutdown().await.unwrap();
+        assert_eq!(writer.await.unwrap(), b"reply");
+    }
+
+    #[tokio::test]
+    async fn bytes_read_ahead_of_the_framing_are_opened_first() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut ahead = vec![0, 2, b'h' ^ 0x5a, b'i' ^ 0x5a, 0xee, 0];
+        let mut framed = Framed::<_, _, 256>::new(near, Xor, &ahead[..]);
+        // The rest of the second frame arrives on the stream.
+        ahead.clear();
+        ahead.extend_from_slice(&[1, b'!' ^ 0x5a, 0xee]);
+        far.write_all(&ahead).await.unwrap();
+        far.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        framed.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"hi!");
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_the_buffer_and_a_cut_frame_are_errors() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut framed = Framed::<_, _, 64>::new(near, Xor, &[]);
+        far.write_all(&[0, 200]).await.unwrap();
+        let e = framed.read(&mut [0u8; 16]).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "upstream frame larger than the client runtime's buffer"
+        );
+
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut framed = Framed::<_, _, 64>::new(near, Xor, &[]);
+        far.write_all(&[0, 5, 1, 2]).await.unwrap();
+        far.shutdown().await.unwrap();
+        let e = framed.read(&mut [0u8; 16]).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(e.to_string(), "upstream closed inside a frame");
+    }
+
+    #[tokio::test]
+    async fn an_idle_framed_stream_holds_no_buffer() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut framed = Framed::<_, _, 512>::new(near, Xor, &[]);
+        framed.write_all(b"ping").await.unwrap();
+        framed.flush().await.unwrap();
+        let mut frame = [0u8; 7];
+        far.read_exact(&mut frame).await.unwrap();
+        far.write_all(&frame).await.unwrap();
+        let mut got = [0u8; 4];
+        framed.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"ping");
+        // Nothing pending either way: both buffers are spares again.
+        let pending = std::future::poll_fn(|cx| {
+            let mut sink = [0u8; 8];
+            let mut read = ReadBuf::new(&mut sink);
+            Poll::Ready(Pin::new(&mut framed).poll_read(cx, &mut read).is_pending())
+        })
+        .await;
+        assert!(pending);
+        assert!(framed.read.is_none() && framed.write.is_none());
+        assert!(buffers::spares(512) >= 1);
+    }
+}

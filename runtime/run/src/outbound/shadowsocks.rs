@@ -1,0 +1,85 @@
+//! shadowsocks (AEAD): a TCP flow is a framed stream over the upstream's
+//! transport; a UDP flow is one socket toward the server's UDP port, every
+//! packet sealed with its own salt and destination. The master key is
+//! derived once, when the outbound is built.
+
+use std::io;
+use std::net::SocketAddr;
+
+use etemenanki_ir::spec::{AddressFamily, SsMethod, Upstream};
+use etemenanki_proto::aead::{Algorithm, MasterKey};
+use etemenanki_proto::shadowsocks::{SsDatagram, SsStream};
+use etemenanki_proto::Address;
+use etemenanki_transport::{Connector, Stream};
+
+use super::handshake::handshake;
+use super::shadowsocks_udp::SsUdp;
+use super::OutboundStream;
+use crate::framed::Framed;
+use crate::resolve::{order, Resolver};
+
+/// The client runtime's buffer each way (seed 000: 20,480 bytes).
+pub const SS_BUF: usize = SsStream::BUF_SIZE;
+
+/// A shadowsocks TCP flow as the relay sees it.
+pub type SsFramed = Framed<Stream, SsStream, SS_BUF>;
+
+pub struct Shadowsocks {
+    connector: Connector,
+    master: MasterKey,
+    /// The `servers` resolver and the transport's address family, for the
+    /// server's UDP address.
+    resolver: Resolver,
+    family: AddressFamily,
+}
+
+impl Shadowsocks {
+    pub fn new(
+        connector: Connector,
+        upstream: &Upstream,
+        method: SsMethod,
+        password: &str,
+        resolver: Resolver,
+    ) -> Shadowsocks {
+        Shadowsocks {
+            connector,
+            master: MasterKey::from_password(Algorithm::from(method), password.as_bytes()),
+            resolver,
+            family: upstream.transport.address_family,
+        }
+    }
+
+    /// Dials the server and writes the salt and the destination; the
+    /// server answers nothing, so a wrong password shows as a stream the
+    /// server closes.
+    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+        let mut stream = self.connector.connect().await?;
+        let mut codec = SsStream::new(&self.master, destination)?;
+        let ((), ahead) = handshake(&mut stream, &mut codec).await?;
+        Ok(OutboundStream::Shadowsocks(Box::new(Framed::new(
+            stream, codec, &ahead,
+        ))))
+    }
+
+    /// Resolves the server once and binds one UDP socket of its family.
+    pub async fn open_udp(&self) -> io::Result<SsUdp> {
+        let server = self.connector.server();
+        let ips = order(
+            self.resolver.lookup(&server.host.name()).await?,
+            self.family,
+        );
+        let Some(&ip) = ips.first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "shadowsocks: the server did not resolve",
+            ));
+        };
+        let server = SocketAddr::new(ip, server.port);
+        let socket = self.connector.dialer().bind_udp(server.is_ipv6())?;
+        Ok(SsUdp::new(
+            socket,
+            server,
+            SsDatagram::new(self.master.clone()),
+        ))
+    }
+}
