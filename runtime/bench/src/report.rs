@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use crate::protocol::{Client, Protocol};
 use crate::subject::Subject;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,8 +190,15 @@ impl Table {
             out.push('\n');
         }
         out.push_str("(ratios are to direct; n/a: direct has no proxy, or the figure is Etemenanki's alone)\n");
-        if self.subjects.iter().any(|s| s.is_chain()) {
+        if self
+            .subjects
+            .iter()
+            .any(|s| s.is_chain() && s.protocol().is_none())
+        {
             out.push_str("(a -tls column is a chain: its proxy rows are the front, its server rows the TLS socks server)\n");
+        }
+        if self.subjects.iter().any(|s| s.protocol().is_some()) {
+            out.push_str("(an ss-, ss2022- or trojan- column is a protocol chain: its proxy rows are the client's, its server rows the real server's)\n");
         }
         for &subject in &self.subjects {
             let reasons: Vec<(Figure, &String)> = Figure::ALL
@@ -200,8 +208,20 @@ impl Table {
                     _ => None,
                 })
                 .collect();
-            // A column skipped or failed as a whole says why once.
-            if reasons.len() == Figure::ALL.len() && reasons.iter().all(|(_, w)| *w == reasons[0].1)
+            // A column skipped or failed as a whole (but for the figures it
+            // has no meaning for) says why once.
+            let meant = Figure::ALL
+                .into_iter()
+                .filter(|&figure| {
+                    !matches!(
+                        self.cells.get(&(subject, figure)),
+                        Some(Cell::NotApplicable)
+                    )
+                })
+                .count();
+            if !reasons.is_empty()
+                && reasons.len() == meant
+                && reasons.iter().all(|(_, w)| *w == reasons[0].1)
             {
                 let _ = writeln!(out, "{}: {}", subject.name(), reasons[0].1);
                 continue;
@@ -212,6 +232,164 @@ impl Table {
         }
         if self.subjects.contains(&Subject::Etemenanki) {
             out.push_str(&self.targets());
+        }
+        for protocol in Protocol::ALL {
+            out.push_str(&self.protocol_section(protocol));
+        }
+        out
+    }
+
+    /// One protocol's clients side by side, in the units the comparison
+    /// is made in, then ours divided by each peer's, then the goals: more
+    /// MiB per CPU-second than the best peer, and at most a quarter of its
+    /// memory per idle connection.
+    fn protocol_section(&self, protocol: Protocol) -> String {
+        let clients: Vec<(Subject, Client)> = self
+            .subjects
+            .iter()
+            .filter_map(|&s| match s.protocol() {
+                Some((p, client)) if p == protocol => Some((s, client)),
+                _ => None,
+            })
+            .collect();
+        if clients.is_empty() {
+            return String::new();
+        }
+        let figures = |subject: Subject| -> [Option<f64>; 7] {
+            let cpu = self.value(subject, Figure::CpuPerGib);
+            [
+                self.value(subject, Figure::Bulk)
+                    .map(|mb| mb * 1e6 / (1u64 << 20) as f64),
+                cpu,
+                cpu.filter(|c| *c > 0.0).map(|c| 1024.0 / c),
+                self.value(subject, Figure::Sequential),
+                self.value(subject, Figure::Concurrent),
+                self.value(subject, Figure::IdleKib),
+                self.value(subject, Figure::IdlePssKib),
+            ]
+        };
+        const HEADS: [&str; 7] = [
+            "MiB/s",
+            "CPU s/GiB",
+            "MiB/CPU-s",
+            "seq conn/s",
+            "50-conc conn/s",
+            "idle KiB RSS",
+            "idle KiB PSS",
+        ];
+        const DECIMALS: [usize; 7] = [0, 2, 0, 0, 0, 1, 1];
+        let mut rows: Vec<Vec<String>> = vec![std::iter::once("client".to_owned())
+            .chain(HEADS.iter().map(|h| (*h).to_owned()))
+            .collect()];
+        let ours = clients
+            .iter()
+            .find(|(_, c)| *c == Client::Etemenanki)
+            .map(|(s, _)| *s);
+        for &(subject, _) in &clients {
+            let mut row = vec![subject.name().to_owned()];
+            for (value, decimals) in figures(subject).iter().zip(DECIMALS) {
+                row.push(match value {
+                    Some(v) => format!("{v:.decimals$}"),
+                    None => match self.cells.get(&(subject, Figure::Bulk)) {
+                        Some(Cell::Skipped(_)) => "skipped".to_owned(),
+                        Some(Cell::Failed(_)) => "failed".to_owned(),
+                        _ => "-".to_owned(),
+                    },
+                });
+            }
+            rows.push(row);
+        }
+        let peers: Vec<Subject> = clients
+            .iter()
+            .filter(|(_, c)| *c != Client::Etemenanki)
+            .map(|(s, _)| *s)
+            .collect();
+        if let Some(ours) = ours {
+            let mine = figures(ours);
+            for &peer in &peers {
+                let theirs = figures(peer);
+                let mut row = vec![format!("ratio ours/{}", peer.name())];
+                for (m, t) in mine.iter().zip(theirs) {
+                    row.push(match (m, t) {
+                        (Some(m), Some(t)) if t != 0.0 => format!("{:.2}x", m / t),
+                        _ => "-".to_owned(),
+                    });
+                }
+                rows.push(row);
+            }
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+            .collect();
+        let mut out = format!("\n{}\n", protocol.name());
+        for row in &rows {
+            out.push(' ');
+            for (c, cell) in row.iter().enumerate() {
+                if c == 0 {
+                    let _ = write!(out, " {cell:<w$}", w = widths[c]);
+                } else {
+                    let _ = write!(out, "  {cell:>w$}", w = widths[c]);
+                }
+            }
+            out.push('\n');
+        }
+        let Some(ours) = ours else {
+            return out;
+        };
+        let mine = figures(ours);
+        // The best peer on MiB per CPU-second, and its idle memory.
+        let best = peers
+            .iter()
+            .filter_map(|&p| Some((p, figures(p)[2]?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match (best, mine[2]) {
+            (Some((peer, theirs)), Some(m)) => {
+                let verdict = if m > theirs { "met" } else { "missed" };
+                let _ = writeln!(
+                    out,
+                    "  goal: more MiB per CPU-second than the best peer ({}, {theirs:.0}): {m:.0}, {:.2}x, {verdict}",
+                    peer.name(),
+                    m / theirs
+                );
+                match (figures(peer)[5], mine[5]) {
+                    (Some(t), Some(m)) if t > 0.0 => {
+                        let verdict = if m <= t / 4.0 { "met" } else { "missed" };
+                        let _ = writeln!(
+                            out,
+                            "  goal: at most a quarter of {}'s idle KiB per connection ({t:.1}): {m:.1}, {:.2}x, {verdict}",
+                            peer.name(),
+                            m / t
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(
+                            out,
+                            "  goal: idle memory against {}: not measured",
+                            peer.name()
+                        );
+                    }
+                }
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "  goals: not measured (ours or every peer lacks a CPU figure)"
+                );
+            }
+        }
+        // The strictest reading: against the leanest peer.
+        let leanest = peers
+            .iter()
+            .filter_map(|&p| Some((p, figures(p)[5]?)))
+            .filter(|(_, kib)| *kib > 0.0)
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        if let (Some((peer, t)), Some(m)) = (leanest, mine[5]) {
+            let _ = writeln!(
+                out,
+                "  (against the leanest peer, {} at {t:.1} KiB: {:.2}x)",
+                peer.name(),
+                m / t
+            );
         }
         out
     }
