@@ -48,6 +48,7 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
         table.set(subject, Figure::IdleKib, Cell::NotApplicable);
         table.set(subject, Figure::IdlePssKib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerGib, Cell::NotApplicable);
+        table.set(subject, Figure::LeastCpuPerGib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerConnect, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerUdp, Cell::NotApplicable);
         return;
@@ -243,6 +244,15 @@ impl Best {
             None => true,
         };
         self.keep(subject, Figure::Bulk, Ok(mb_per_second));
+        if let Some(&cpu) = cpu_per_gib.first() {
+            match self.cells.get(&(subject, Figure::LeastCpuPerGib)) {
+                Some(Cell::Value(old)) if *old <= cpu => {}
+                _ => {
+                    self.cells
+                        .insert((subject, Figure::LeastCpuPerGib), Cell::Value(cpu));
+                }
+            }
+        }
         if !better {
             return;
         }
@@ -261,6 +271,7 @@ impl Best {
             if figure == Figure::Bulk {
                 if let Cell::Failed(why) = &cell {
                     table.set(subject, Figure::CpuPerGib, Cell::Failed(why.clone()));
+                    table.set(subject, Figure::LeastCpuPerGib, Cell::Failed(why.clone()));
                     if subject.is_chain() {
                         table.set(subject, Figure::ServerCpuPerGib, Cell::Failed(why.clone()));
                     }
