@@ -5,6 +5,9 @@
 # v2ray) on loopback and prints the table. Extra arguments go to
 # etemenanki-bench (see `etemenanki-bench --help`), for example
 #   runtime/bench/run.sh --subjects direct,etemenanki --runs 1
+#   runtime/bench/run.sh --protocol-chains --runs 2 --bulk-mib 256
+# (the second: shadowsocks, shadowsocks 2022 and trojan, our client and
+# the peers' clients in front of the same real servers).
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -109,7 +109,7 @@ pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result
     Ok(launched)
 }
 
-fn loopback(port: u16) -> SocketAddr {
+pub fn loopback(port: u16) -> SocketAddr {
     ([127, 0, 0, 1], port).into()
 }
 
@@ -122,7 +122,7 @@ fn v2ray(config: &Path) -> Command {
 /// One byte to the echo server and back through `front`, retried until
 /// the whole chain answers, [`THROUGH_TIMEOUT`] has passed or
 /// [`THROUGH_ATTEMPTS`] have failed.
-fn through(front: SocketAddr, echo: SocketAddr) -> io::Result<()> {
+pub fn through(front: SocketAddr, echo: SocketAddr) -> io::Result<()> {
     let deadline = Instant::now() + THROUGH_TIMEOUT;
     let mut last = None;
     for _ in 0..THROUGH_ATTEMPTS {

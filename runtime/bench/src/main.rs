@@ -10,6 +10,7 @@ mod measure;
 mod peers;
 mod pki;
 mod procfs;
+mod protocol;
 mod proxy;
 mod report;
 mod servers;
@@ -34,7 +35,7 @@ use suite::{measure_memory, measure_round, report, Best, Column};
 
 #[derive(Debug, Parser)]
 #[command(
-    about = "Loopback benchmark: direct, microsocks, dante, v2ray, Etemenanki, and SOCKS over TLS chains"
+    about = "Loopback benchmark: direct, microsocks, dante, v2ray, Etemenanki, SOCKS over TLS chains, and shadowsocks and trojan clients"
 )]
 struct Args {
     /// Which columns to measure, comma separated.
@@ -49,6 +50,17 @@ struct Args {
     /// same rounds (name it in --subjects).
     #[arg(long)]
     alt_bin_dir: Option<PathBuf>,
+    /// Measure direct and every protocol chain (shadowsocks AEAD,
+    /// shadowsocks 2022 and trojan, each through our client and through
+    /// the peers' own clients to the same real server) instead of
+    /// --subjects.
+    #[arg(long)]
+    protocol_chains: bool,
+    /// Another build's directory holding `etc` and `etemenanki-run`, for
+    /// our shadowsocks 2022 client only (a branch that has that outbound
+    /// before this one does) [default: --bin-dir].
+    #[arg(long)]
+    ss2022_bin_dir: Option<PathBuf>,
     /// Bulk transfer size, MiB.
     #[arg(long, default_value_t = 1024)]
     bulk_mib: u64,
@@ -117,7 +129,17 @@ impl Args {
         Ok(Binaries {
             etemenanki_dir,
             alt_dir: self.alt_bin_dir.clone(),
+            ss2022_dir: self.ss2022_bin_dir.clone(),
         })
+    }
+
+    fn subjects(&self) -> Vec<Subject> {
+        if !self.protocol_chains {
+            return self.subjects.clone();
+        }
+        std::iter::once(Subject::Direct)
+            .chain(Subject::PROTOCOL_CHAINS)
+            .collect()
     }
 }
 
@@ -160,9 +182,10 @@ fn run(args: &Args) -> io::Result<Table> {
     let bins = args.binaries()?;
     let limits = args.limits();
     let ticks = procfs::ticks_per_second();
-    let mut table = Table::new(args.subjects.clone());
+    let subjects = args.subjects();
+    let mut table = Table::new(subjects.clone());
     let mut columns = Vec::new();
-    for &subject in &args.subjects {
+    for &subject in &subjects {
         if subject == Subject::Direct {
             columns.push(Column {
                 subject,
@@ -210,7 +233,7 @@ fn run(args: &Args) -> io::Result<Table> {
     best.fill(&mut table);
     // Every peer stops before the reload, which starts a runtime of its own.
     drop(columns);
-    for &subject in &args.subjects {
+    for &subject in &subjects {
         if subject != Subject::Etemenanki {
             table.set(subject, Figure::Reload, Cell::NotApplicable);
             continue;

@@ -5,12 +5,15 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use crate::protocol::{Client, Protocol};
 use crate::subject::Subject;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Figure {
     Bulk,
     CpuPerGib,
+    /// The least proxy CPU per GiB over the rounds' bulk runs.
+    LeastCpuPerGib,
     /// A chain's second proxy, the TLS socks server.
     ServerCpuPerGib,
     Sequential,
@@ -35,9 +38,10 @@ pub enum Target {
 }
 
 impl Figure {
-    pub const ALL: [Figure; 12] = [
+    pub const ALL: [Figure; 13] = [
         Figure::Bulk,
         Figure::CpuPerGib,
+        Figure::LeastCpuPerGib,
         Figure::ServerCpuPerGib,
         Figure::Sequential,
         Figure::CpuPerConnect,
@@ -59,6 +63,7 @@ impl Figure {
         match self {
             Figure::Bulk => "bulk TCP, MB/s",
             Figure::CpuPerGib => "proxy CPU s per GiB",
+            Figure::LeastCpuPerGib => "proxy CPU s per GiB, least",
             Figure::ServerCpuPerGib => "server CPU s per GiB",
             Figure::Sequential => "sequential connects/s",
             Figure::CpuPerConnect => "proxy CPU us per connect",
@@ -84,7 +89,7 @@ impl Figure {
 
     fn decimals(self) -> usize {
         match self {
-            Figure::CpuPerGib | Figure::ServerCpuPerGib => 2,
+            Figure::CpuPerGib | Figure::LeastCpuPerGib | Figure::ServerCpuPerGib => 2,
             Figure::IdleKib | Figure::IdlePssKib | Figure::ServerIdleKib | Figure::Reload => 1,
             _ => 0,
         }
@@ -189,8 +194,15 @@ impl Table {
             out.push('\n');
         }
         out.push_str("(ratios are to direct; n/a: direct has no proxy, or the figure is Etemenanki's alone)\n");
-        if self.subjects.iter().any(|s| s.is_chain()) {
+        if self
+            .subjects
+            .iter()
+            .any(|s| s.is_chain() && s.protocol().is_none())
+        {
             out.push_str("(a -tls column is a chain: its proxy rows are the front, its server rows the TLS socks server)\n");
+        }
+        if self.subjects.iter().any(|s| s.protocol().is_some()) {
+            out.push_str("(an ss-, ss2022- or trojan- column is a protocol chain: its proxy rows are the client's, its server rows the real server's)\n");
         }
         for &subject in &self.subjects {
             let reasons: Vec<(Figure, &String)> = Figure::ALL
@@ -200,8 +212,20 @@ impl Table {
                     _ => None,
                 })
                 .collect();
-            // A column skipped or failed as a whole says why once.
-            if reasons.len() == Figure::ALL.len() && reasons.iter().all(|(_, w)| *w == reasons[0].1)
+            // A column skipped or failed as a whole (but for the figures it
+            // has no meaning for) says why once.
+            let meant = Figure::ALL
+                .into_iter()
+                .filter(|&figure| {
+                    !matches!(
+                        self.cells.get(&(subject, figure)),
+                        Some(Cell::NotApplicable)
+                    )
+                })
+                .count();
+            if !reasons.is_empty()
+                && reasons.len() == meant
+                && reasons.iter().all(|(_, w)| *w == reasons[0].1)
             {
                 let _ = writeln!(out, "{}: {}", subject.name(), reasons[0].1);
                 continue;
@@ -212,6 +236,166 @@ impl Table {
         }
         if self.subjects.contains(&Subject::Etemenanki) {
             out.push_str(&self.targets());
+        }
+        for protocol in Protocol::ALL {
+            out.push_str(&self.protocol_section(protocol));
+        }
+        out
+    }
+
+    /// One protocol's clients side by side, in the units the comparison
+    /// is made in, then ours divided by each peer's, then the goals: more
+    /// MiB per CPU-second than the best peer, and at most a quarter of its
+    /// memory per idle connection.
+    fn protocol_section(&self, protocol: Protocol) -> String {
+        let clients: Vec<(Subject, Client)> = self
+            .subjects
+            .iter()
+            .filter_map(|&s| match s.protocol() {
+                Some((p, client)) if p == protocol => Some((s, client)),
+                _ => None,
+            })
+            .collect();
+        if clients.is_empty() {
+            return String::new();
+        }
+        let figures = |subject: Subject| -> [Option<f64>; 7] {
+            // The least of the rounds: other load on the machine only ever
+            // adds to a process's CPU per byte.
+            let cpu = self.value(subject, Figure::LeastCpuPerGib);
+            [
+                self.value(subject, Figure::Bulk)
+                    .map(|mb| mb * 1e6 / (1u64 << 20) as f64),
+                cpu,
+                cpu.filter(|c| *c > 0.0).map(|c| 1024.0 / c),
+                self.value(subject, Figure::Sequential),
+                self.value(subject, Figure::Concurrent),
+                self.value(subject, Figure::IdleKib),
+                self.value(subject, Figure::IdlePssKib),
+            ]
+        };
+        const HEADS: [&str; 7] = [
+            "MiB/s",
+            "CPU s/GiB",
+            "MiB/CPU-s",
+            "seq conn/s",
+            "50-conc conn/s",
+            "idle KiB RSS",
+            "idle KiB PSS",
+        ];
+        const DECIMALS: [usize; 7] = [0, 2, 0, 0, 0, 1, 1];
+        let mut rows: Vec<Vec<String>> = vec![std::iter::once("client".to_owned())
+            .chain(HEADS.iter().map(|h| (*h).to_owned()))
+            .collect()];
+        let ours = clients
+            .iter()
+            .find(|(_, c)| *c == Client::Etemenanki)
+            .map(|(s, _)| *s);
+        for &(subject, _) in &clients {
+            let mut row = vec![subject.name().to_owned()];
+            for (value, decimals) in figures(subject).iter().zip(DECIMALS) {
+                row.push(match value {
+                    Some(v) => format!("{v:.decimals$}"),
+                    None => match self.cells.get(&(subject, Figure::Bulk)) {
+                        Some(Cell::Skipped(_)) => "skipped".to_owned(),
+                        Some(Cell::Failed(_)) => "failed".to_owned(),
+                        _ => "-".to_owned(),
+                    },
+                });
+            }
+            rows.push(row);
+        }
+        let peers: Vec<Subject> = clients
+            .iter()
+            .filter(|(_, c)| *c != Client::Etemenanki)
+            .map(|(s, _)| *s)
+            .collect();
+        if let Some(ours) = ours {
+            let mine = figures(ours);
+            for &peer in &peers {
+                let theirs = figures(peer);
+                let mut row = vec![format!("ratio ours/{}", peer.name())];
+                for (m, t) in mine.iter().zip(theirs) {
+                    row.push(match (m, t) {
+                        (Some(m), Some(t)) if t != 0.0 => format!("{:.2}x", m / t),
+                        _ => "-".to_owned(),
+                    });
+                }
+                rows.push(row);
+            }
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+            .collect();
+        let mut out = format!("\n{}\n", protocol.name());
+        for row in &rows {
+            out.push(' ');
+            for (c, cell) in row.iter().enumerate() {
+                if c == 0 {
+                    let _ = write!(out, " {cell:<w$}", w = widths[c]);
+                } else {
+                    let _ = write!(out, "  {cell:>w$}", w = widths[c]);
+                }
+            }
+            out.push('\n');
+        }
+        let Some(ours) = ours else {
+            return out;
+        };
+        let mine = figures(ours);
+        // The best peer on MiB per CPU-second, and its idle memory.
+        let best = peers
+            .iter()
+            .filter_map(|&p| Some((p, figures(p)[2]?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match (best, mine[2]) {
+            (Some((peer, theirs)), Some(m)) => {
+                let verdict = if m > theirs { "met" } else { "missed" };
+                let _ = writeln!(
+                    out,
+                    "  goal: more MiB per CPU-second than the best peer ({}, {theirs:.0}): {m:.0}, {:.2}x, {verdict}",
+                    peer.name(),
+                    m / theirs
+                );
+                match (figures(peer)[5], mine[5]) {
+                    (Some(t), Some(m)) if t > 0.0 => {
+                        let verdict = if m <= t / 4.0 { "met" } else { "missed" };
+                        let _ = writeln!(
+                            out,
+                            "  goal: at most a quarter of {}'s idle KiB per connection ({t:.1}): {m:.1}, {:.2}x, {verdict}",
+                            peer.name(),
+                            m / t
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(
+                            out,
+                            "  goal: idle memory against {}: not measured",
+                            peer.name()
+                        );
+                    }
+                }
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "  goals: not measured (ours or every peer lacks a CPU figure)"
+                );
+            }
+        }
+        // The strictest reading: against the leanest peer.
+        let leanest = peers
+            .iter()
+            .filter_map(|&p| Some((p, figures(p)[5]?)))
+            .filter(|(_, kib)| *kib > 0.0)
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        if let (Some((peer, t)), Some(m)) = (leanest, mine[5]) {
+            let _ = writeln!(
+                out,
+                "  (against the leanest peer, {} at {t:.1} KiB: {:.2}x)",
+                peer.name(),
+                m / t
+            );
         }
         out
     }
@@ -331,5 +515,37 @@ mod tests {
         let rendered = table.render();
         assert!(rendered.contains("\nv2ray: not installed\n"));
         assert!(!rendered.contains("v2ray / "));
+    }
+
+    #[test]
+    fn a_protocol_section_holds_ours_against_the_peer_with_the_most_mib_per_cpu_second() {
+        let subjects = vec![
+            Subject::Direct,
+            Subject::TrojanEtemenanki,
+            Subject::TrojanGfw,
+            Subject::TrojanSingBox,
+        ];
+        let mut table = Table::new(subjects);
+        for (subject, cpu, kib) in [
+            (Subject::TrojanEtemenanki, 0.5, 10.0),
+            (Subject::TrojanGfw, 1.0, 100.0),
+            (Subject::TrojanSingBox, 0.8, 50.0),
+        ] {
+            table.set(subject, Figure::Bulk, Cell::Value(1048.576));
+            table.set(subject, Figure::LeastCpuPerGib, Cell::Value(cpu));
+            table.set(subject, Figure::IdleKib, Cell::Value(kib));
+        }
+        let section = table.protocol_section(Protocol::Trojan);
+        assert!(section.contains("trojan (TLS), server trojan-gfw\n"));
+        assert!(section.contains(
+            "  goal: more MiB per CPU-second than the best peer (trojan-sing-box, 1280): 2048, 1.60x, met\n"
+        ));
+        assert!(section.contains(
+            "  goal: at most a quarter of trojan-sing-box's idle KiB per connection (50.0): 10.0, 0.20x, met\n"
+        ));
+        assert!(
+            section.contains("  (against the leanest peer, trojan-sing-box at 50.0 KiB: 0.20x)\n")
+        );
+        assert_eq!(table.protocol_section(Protocol::Shadowsocks), "");
     }
 }

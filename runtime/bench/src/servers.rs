@@ -118,8 +118,11 @@ async fn sink_conn(mut stream: TcpStream) {
 /// Holds the connection, reading nothing until the peer closes it.
 async fn idle_conn(mut stream: TcpStream, open: Arc<AtomicUsize>) {
     open.fetch_add(1, Ordering::SeqCst);
-    let mut byte = [0u8; 1];
-    let _ = stream.read(&mut byte).await;
+    // Open until the far end closes: a protocol client that sends its
+    // request only with the first payload is sent one byte (see
+    // measure::idle), which must not count as a close.
+    let mut buf = [0u8; 64];
+    while let Ok(1..) = stream.read(&mut buf).await {}
     open.fetch_sub(1, Ordering::SeqCst);
 }
 

@@ -1,6 +1,10 @@
 //! What the benchmark measures: the same work done directly, through each
-//! Debian peer, through Etemenanki, and through chains of two proxies that
-//! speak SOCKS over TLS between them.
+//! Debian peer, through Etemenanki, through chains of two proxies that
+//! speak SOCKS over TLS between them, and through protocol chains: a
+//! client (ours or a peer's) in front of a real shadowsocks or trojan
+//! server.
+
+use crate::protocol::{Client, Protocol};
 
 /// One column of the result table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -20,6 +24,29 @@ pub enum Subject {
     /// `--alt-bin-dir` (another build, to compare two commits in one run);
     /// only when asked for.
     EtemenankiAlt,
+    /// Shadowsocks AEAD (aes-256-gcm) to ssserver: our runtime as the client.
+    SsEtemenanki,
+    /// ... shadowsocks-rust's sslocal as the client.
+    SsSslocal,
+    /// ... shadowsocks-libev's ss-local as the client.
+    SsLocal,
+    /// ... sing-box as the client.
+    SsSingBox,
+    /// Shadowsocks 2022 (2022-blake3-aes-256-gcm) to ssserver: our runtime.
+    #[value(name = "ss2022-etemenanki")]
+    Ss2022Etemenanki,
+    /// ... sslocal.
+    #[value(name = "ss2022-sslocal")]
+    Ss2022Sslocal,
+    /// ... sing-box.
+    #[value(name = "ss2022-sing-box")]
+    Ss2022SingBox,
+    /// Trojan to trojan-gfw over TLS: our runtime.
+    TrojanEtemenanki,
+    /// ... trojan-gfw's own client (`run_type` client).
+    TrojanGfw,
+    /// ... sing-box.
+    TrojanSingBox,
 }
 
 impl Subject {
@@ -33,6 +60,20 @@ impl Subject {
         Subject::V2rayTls,
     ];
 
+    /// Every protocol chain, ours first within each protocol.
+    pub const PROTOCOL_CHAINS: [Subject; 10] = [
+        Subject::SsEtemenanki,
+        Subject::SsSslocal,
+        Subject::SsLocal,
+        Subject::SsSingBox,
+        Subject::Ss2022Etemenanki,
+        Subject::Ss2022Sslocal,
+        Subject::Ss2022SingBox,
+        Subject::TrojanEtemenanki,
+        Subject::TrojanGfw,
+        Subject::TrojanSingBox,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Subject::Direct => "direct",
@@ -43,11 +84,39 @@ impl Subject {
             Subject::EtemenankiTls => "etemenanki-tls",
             Subject::V2rayTls => "v2ray-tls",
             Subject::EtemenankiAlt => "etemenanki-alt",
+            Subject::SsEtemenanki => "ss-etemenanki",
+            Subject::SsSslocal => "ss-sslocal",
+            Subject::SsLocal => "ss-local",
+            Subject::SsSingBox => "ss-sing-box",
+            Subject::Ss2022Etemenanki => "ss2022-etemenanki",
+            Subject::Ss2022Sslocal => "ss2022-sslocal",
+            Subject::Ss2022SingBox => "ss2022-sing-box",
+            Subject::TrojanEtemenanki => "trojan-etemenanki",
+            Subject::TrojanGfw => "trojan-gfw",
+            Subject::TrojanSingBox => "trojan-sing-box",
         }
     }
 
-    /// A chain of a front proxy and a TLS socks server behind it.
+    /// A chain of a front proxy and a server behind it: a TLS socks server,
+    /// or a protocol's real server.
     pub fn is_chain(self) -> bool {
-        matches!(self, Subject::EtemenankiTls | Subject::V2rayTls)
+        matches!(self, Subject::EtemenankiTls | Subject::V2rayTls) || self.protocol().is_some()
+    }
+
+    /// The protocol and the client of a protocol chain.
+    pub fn protocol(self) -> Option<(Protocol, Client)> {
+        Some(match self {
+            Subject::SsEtemenanki => (Protocol::Shadowsocks, Client::Etemenanki),
+            Subject::SsSslocal => (Protocol::Shadowsocks, Client::Sslocal),
+            Subject::SsLocal => (Protocol::Shadowsocks, Client::SsLocal),
+            Subject::SsSingBox => (Protocol::Shadowsocks, Client::SingBox),
+            Subject::Ss2022Etemenanki => (Protocol::Ss2022, Client::Etemenanki),
+            Subject::Ss2022Sslocal => (Protocol::Ss2022, Client::Sslocal),
+            Subject::Ss2022SingBox => (Protocol::Ss2022, Client::SingBox),
+            Subject::TrojanEtemenanki => (Protocol::Trojan, Client::Etemenanki),
+            Subject::TrojanGfw => (Protocol::Trojan, Client::TrojanGfw),
+            Subject::TrojanSingBox => (Protocol::Trojan, Client::SingBox),
+            _ => return None,
+        })
     }
 }

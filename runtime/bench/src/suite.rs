@@ -48,16 +48,22 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
         table.set(subject, Figure::IdleKib, Cell::NotApplicable);
         table.set(subject, Figure::IdlePssKib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerGib, Cell::NotApplicable);
+        table.set(subject, Figure::LeastCpuPerGib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerConnect, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerUdp, Cell::NotApplicable);
         return;
     };
     let pids = column.pids();
-    let (rss, pss, server) =
-        match measure::idle::run(proxy.addr, &pids, servers, limits.idle_connections) {
-            Ok(idle) => {
-                for (which, idle) in ["", " server"].iter().zip(&idle) {
-                    eprintln!(
+    let (rss, pss, server) = match measure::idle::run(
+        proxy.addr,
+        &pids,
+        servers,
+        limits.idle_connections,
+        subject.protocol().is_some(),
+    ) {
+        Ok(idle) => {
+            for (which, idle) in ["", " server"].iter().zip(&idle) {
+                eprintln!(
                     "   {}{which}: VmRSS {} -> {} KiB, PSS {} -> {} KiB with {} idle connections",
                     subject.name(),
                     idle.before.rss,
@@ -66,19 +72,19 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
                     idle.after.pss,
                     idle.connections
                 );
-                }
-                (
-                    Cell::Value(idle[0].rss_per_connection()),
-                    Cell::Value(idle[0].pss_per_connection()),
-                    idle.get(1).map(|s| Cell::Value(s.rss_per_connection())),
-                )
             }
-            Err(e) => {
-                let failed = Cell::Failed(e.to_string());
-                let server = column.server.as_ref().map(|_| failed.clone());
-                (failed.clone(), failed, server)
-            }
-        };
+            (
+                Cell::Value(idle[0].rss_per_connection()),
+                Cell::Value(idle[0].pss_per_connection()),
+                idle.get(1).map(|s| Cell::Value(s.rss_per_connection())),
+            )
+        }
+        Err(e) => {
+            let failed = Cell::Failed(e.to_string());
+            let server = column.server.as_ref().map(|_| failed.clone());
+            (failed.clone(), failed, server)
+        }
+    };
     report(subject, Figure::IdleKib, &rss);
     table.set(subject, Figure::IdleKib, rss);
     table.set(subject, Figure::IdlePssKib, pss);
@@ -136,6 +142,13 @@ pub fn measure_round(
         Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), &bulk.cpu_per_gib()),
         Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
     }
+    // The protocol chains are compared on TCP alone.
+    if subject.protocol().is_some() {
+        best.not_applicable(subject, Figure::Udp);
+        best.not_applicable(subject, Figure::CpuPerUdp);
+        check_alive(column);
+        return;
+    }
     let cpu_before = cpu();
     let udp = measure::udp::run(
         via,
@@ -156,6 +169,11 @@ pub fn measure_round(
             udp.rate.per_second()
         }),
     );
+    check_alive(column);
+}
+
+/// Drops a column's processes, to measure it no more, when either has died.
+fn check_alive(column: &mut Column) {
     let alive = |proxy: &mut Proxy| match proxy.check_alive() {
         Ok(()) => true,
         Err(e) => {
@@ -181,6 +199,10 @@ pub struct Best {
 }
 
 impl Best {
+    fn not_applicable(&mut self, subject: Subject, figure: Figure) {
+        self.cells.insert((subject, figure), Cell::NotApplicable);
+    }
+
     fn keep(&mut self, subject: Subject, figure: Figure, result: io::Result<f64>) {
         let cell = match result {
             Ok(value) => Cell::Value(value),
@@ -222,6 +244,15 @@ impl Best {
             None => true,
         };
         self.keep(subject, Figure::Bulk, Ok(mb_per_second));
+        if let Some(&cpu) = cpu_per_gib.first() {
+            match self.cells.get(&(subject, Figure::LeastCpuPerGib)) {
+                Some(Cell::Value(old)) if *old <= cpu => {}
+                _ => {
+                    self.cells
+                        .insert((subject, Figure::LeastCpuPerGib), Cell::Value(cpu));
+                }
+            }
+        }
         if !better {
             return;
         }
@@ -240,6 +271,7 @@ impl Best {
             if figure == Figure::Bulk {
                 if let Cell::Failed(why) = &cell {
                     table.set(subject, Figure::CpuPerGib, Cell::Failed(why.clone()));
+                    table.set(subject, Figure::LeastCpuPerGib, Cell::Failed(why.clone()));
                     if subject.is_chain() {
                         table.set(subject, Figure::ServerCpuPerGib, Cell::Failed(why.clone()));
                     }

@@ -2,7 +2,7 @@
 //! and after opening that many SOCKS5 connections to a server that never
 //! says a word, divided by their number.
 
-use std::io;
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -58,10 +58,21 @@ fn read_all(pids: &[u32]) -> io::Result<Vec<Memory>> {
     pids.iter().map(|&pid| Memory::read(pid)).collect()
 }
 
-fn open_many(proxy: SocketAddr, target: SocketAddr, n: usize) -> io::Result<Vec<TcpStream>> {
+fn open_many(
+    proxy: SocketAddr,
+    target: SocketAddr,
+    n: usize,
+    nudge: bool,
+) -> io::Result<Vec<TcpStream>> {
     (0..n)
         .map(|i| {
             client::connect(proxy, target)
+                .and_then(|mut stream| {
+                    if nudge {
+                        stream.write_all(b"*")?;
+                    }
+                    Ok(stream)
+                })
                 .map_err(|e| io::Error::new(e.kind(), format!("idle connection {i}: {e}")))
         })
         .collect()
@@ -83,13 +94,22 @@ fn wait_for_open(servers: &Servers, want: usize) -> io::Result<()> {
 
 /// Opens `n` idle connections through `proxy` and reads the memory of
 /// every process in `pids` (the proxy, and for a chain the server behind
-/// it) before and after; one [`Idle`] per pid, in order.
-pub fn run(proxy: SocketAddr, pids: &[u32], servers: &Servers, n: usize) -> io::Result<Vec<Idle>> {
-    drop(open_many(proxy, servers.idle, WARM_UP)?);
+/// it) before and after; one [`Idle`] per pid, in order. With `nudge`,
+/// each connection sends one byte once open: a shadowsocks client may send
+/// its request header only with the first payload, and until then the
+/// server behind it has not dialed the idle server.
+pub fn run(
+    proxy: SocketAddr,
+    pids: &[u32],
+    servers: &Servers,
+    n: usize,
+    nudge: bool,
+) -> io::Result<Vec<Idle>> {
+    drop(open_many(proxy, servers.idle, WARM_UP, nudge)?);
     wait_for_open(servers, 0)?;
     std::thread::sleep(QUIET);
     let before = read_all(pids)?;
-    let held = open_many(proxy, servers.idle, n)?;
+    let held = open_many(proxy, servers.idle, n, nudge)?;
     wait_for_open(servers, n)?;
     std::thread::sleep(QUIET);
     let after = read_all(pids)?;

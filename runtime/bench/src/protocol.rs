@@ -1,0 +1,371 @@
+//! The protocol chains: the client speaks plain SOCKS5 to a proxy client
+//! (ours or the peer's own), which speaks shadowsocks, shadowsocks 2022 or
+//! trojan to the real server of that protocol, which connects to the
+//! bench's loopback servers. Every client of one protocol talks to the
+//! same server program with the same method and key; the figures that
+//! compare the clients are the front's (the client's) own.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::chain::{loopback, through};
+use crate::peers::{launch_etemenanki_as, Binaries, Launch};
+use crate::pki::{self, Pki};
+use crate::proxy::{free_port, Proxy, Ready, ScratchDir};
+
+/// The shadowsocks AEAD method every AEAD chain uses.
+pub const SS_METHOD: &str = "aes-256-gcm";
+/// The shadowsocks 2022 method every 2022 chain uses.
+pub const SS2022_METHOD: &str = "2022-blake3-aes-256-gcm";
+/// The AEAD password, and the trojan password.
+const PASSWORD: &str = "etemenanki-bench-secret";
+/// The 2022 PSK: base64 of 32 bytes of 0x42 (nothing here is secret).
+const SS2022_PSK: &str = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+
+const SSSERVER: &str = "ssserver";
+const SSLOCAL: &str = "sslocal";
+const SS_LOCAL: &str = "/usr/bin/ss-local";
+const SING_BOX: &str = "sing-box";
+const TROJAN: &str = "/usr/bin/trojan";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    Shadowsocks,
+    Ss2022,
+    Trojan,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::Shadowsocks, Protocol::Ss2022, Protocol::Trojan];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Shadowsocks => "shadowsocks AEAD (aes-256-gcm), server ssserver",
+            Protocol::Ss2022 => "shadowsocks 2022 (2022-blake3-aes-256-gcm), server ssserver",
+            Protocol::Trojan => "trojan (TLS), server trojan-gfw",
+        }
+    }
+}
+
+/// The program in front: ours, or a peer's own client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Client {
+    Etemenanki,
+    /// shadowsocks-rust's sslocal.
+    Sslocal,
+    /// shadowsocks-libev's ss-local.
+    SsLocal,
+    SingBox,
+    /// trojan-gfw with `run_type` client.
+    TrojanGfw,
+}
+
+/// Where a program is: an absolute path, or a name looked up on PATH and
+/// in ~/.cargo/bin (where `cargo install shadowsocks-rust` puts it).
+pub fn find(program: &str) -> Option<PathBuf> {
+    let path = Path::new(program);
+    if path.is_absolute() {
+        return path.is_file().then(|| path.to_owned());
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(Path::new(&home).join(".cargo/bin"));
+    }
+    dirs.into_iter()
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+fn require(program: &str) -> Result<PathBuf, String> {
+    find(program)
+        .ok_or_else(|| format!("{program} is not installed (not on PATH nor in ~/.cargo/bin)"))
+}
+
+/// Starts the real server of `protocol`, then `client` in front of it,
+/// then one byte through both to `echo`. `bins` is the Etemenanki build
+/// for our client.
+pub fn launch(
+    name: &'static str,
+    protocol: Protocol,
+    client: Client,
+    bins: &Binaries,
+    echo: SocketAddr,
+) -> io::Result<Launch> {
+    let server_bin = match protocol {
+        Protocol::Shadowsocks | Protocol::Ss2022 => require(SSSERVER),
+        Protocol::Trojan => require(TROJAN),
+    };
+    let client_bin = match client {
+        Client::Etemenanki => Ok(PathBuf::new()),
+        Client::Sslocal => require(SSLOCAL),
+        Client::SsLocal => require(SS_LOCAL),
+        Client::SingBox => require(SING_BOX),
+        Client::TrojanGfw => require(TROJAN),
+    };
+    let (server_bin, client_bin) = match (server_bin, client_bin) {
+        (Ok(server), Ok(client)) => (server, client),
+        (Err(why), _) | (_, Err(why)) => return Ok(Launch::Skipped(why)),
+    };
+    if protocol == Protocol::Trojan {
+        if let Some(why) = pki::missing() {
+            return Ok(Launch::Skipped(why));
+        }
+    }
+    let server_dir = ScratchDir::new(&format!("{name}-server"))?;
+    let pki = match protocol {
+        Protocol::Trojan => Some(Pki::make(server_dir.path())?),
+        _ => None,
+    };
+    let server_addr = loopback(free_port()?);
+    let mut command = Command::new(&server_bin);
+    match protocol {
+        Protocol::Shadowsocks | Protocol::Ss2022 => {
+            let (method, key) = method_and_key(protocol);
+            command
+                .arg("-s")
+                .arg(server_addr.to_string())
+                .args(["-m", method, "-k", key]);
+        }
+        Protocol::Trojan => {
+            let pki = pki.as_ref().expect("trojan has certificates");
+            // What it cannot authenticate goes to a port nothing listens on.
+            let fallback = free_port()?;
+            let config = server_dir.path().join("trojan.json");
+            std::fs::write(
+                &config,
+                trojan_server_config(server_addr.port(), fallback, &pki.cert, &pki.key),
+            )?;
+            command.arg("-c").arg(&config);
+        }
+    }
+    let server_name: &'static str = match protocol {
+        Protocol::Trojan => "trojan-gfw server",
+        _ => "ssserver",
+    };
+    let server = Proxy::spawn_until(
+        server_name,
+        command,
+        server_addr,
+        server_dir,
+        Ready::Accepts,
+    )?;
+    // The server is listening, so the front's port cannot be its.
+    let front_addr = loopback(free_port()?);
+    let front_dir = ScratchDir::new(&format!("{name}-front"))?;
+    let ca = pki.as_ref().map(|p| p.ca.as_path());
+    let front = match client {
+        Client::Etemenanki => {
+            let config = etemenanki_config(protocol, front_addr.port(), server_addr.port(), ca);
+            match launch_etemenanki_as(name, bins, &config, front_addr, front_dir, Ready::Socks5)? {
+                Ok(front) => front,
+                Err(why) => return Ok(Launch::Skipped(why)),
+            }
+        }
+        Client::Sslocal => {
+            let (method, key) = method_and_key(protocol);
+            let mut command = Command::new(&client_bin);
+            command
+                .arg("-b")
+                .arg(front_addr.to_string())
+                .arg("-s")
+                .arg(server_addr.to_string())
+                .args(["-m", method, "-k", key]);
+            Proxy::spawn(name, command, front_addr, front_dir)?
+        }
+        Client::SsLocal => {
+            let (method, key) = method_and_key(protocol);
+            let mut command = Command::new(&client_bin);
+            command
+                .args(["-s", "127.0.0.1", "-p"])
+                .arg(server_addr.port().to_string())
+                .args(["-b", "127.0.0.1", "-l"])
+                .arg(front_addr.port().to_string())
+                .args(["-m", method, "-k", key]);
+            Proxy::spawn(name, command, front_addr, front_dir)?
+        }
+        Client::SingBox => {
+            let config = front_dir.path().join("sing-box.json");
+            std::fs::write(
+                &config,
+                sing_box_config(protocol, front_addr.port(), server_addr.port(), ca),
+            )?;
+            let mut command = Command::new(&client_bin);
+            command.args(["run", "--disable-color", "-c"]).arg(&config);
+            Proxy::spawn(name, command, front_addr, front_dir)?
+        }
+        Client::TrojanGfw => {
+            let config = front_dir.path().join("trojan.json");
+            let ca = ca.expect("trojan has certificates");
+            std::fs::write(
+                &config,
+                trojan_client_config(front_addr.port(), server_addr.port(), ca),
+            )?;
+            let mut command = Command::new(&client_bin);
+            command.arg("-c").arg(&config);
+            Proxy::spawn(name, command, front_addr, front_dir)?
+        }
+    };
+    let (mut front, mut server) = (front, server);
+    if let Err(e) = through(front.addr, echo) {
+        let front_log = front.failure(&format!(
+            "{name} carries no connection to the echo server: {e}"
+        ));
+        return Err(server.failure(&format!("{front_log}\n  server:")));
+    }
+    Ok(Launch::Chain { front, server })
+}
+
+fn method_and_key(protocol: Protocol) -> (&'static str, &'static str) {
+    match protocol {
+        Protocol::Ss2022 => (SS2022_METHOD, SS2022_PSK),
+        _ => (SS_METHOD, PASSWORD),
+    }
+}
+
+fn show(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Our runtime as the client: a plain SOCKS5 inbound on 127.0.0.1, the
+/// protocol's outbound to the server (trojan over TLS trusting `ca` and
+/// checking 127.0.0.1).
+pub fn etemenanki_config(
+    protocol: Protocol,
+    port: u16,
+    server_port: u16,
+    ca: Option<&Path>,
+) -> String {
+    let outbound = match protocol {
+        Protocol::Shadowsocks => format!(
+            "protocol = \"shadowsocks\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.settings]\nmethod = \"{SS_METHOD}\"\npassword = \"{PASSWORD}\"\n"
+        ),
+        Protocol::Ss2022 => format!(
+            "protocol = \"shadowsocks-2022\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.settings]\nmethod = \"{SS2022_METHOD}\"\npsk = \"{SS2022_PSK}\"\n"
+        ),
+        Protocol::Trojan => format!(
+            "protocol = \"trojan\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.stream]\nnetwork = \"tls\"\n\n\
+             [outbound.stream.tls]\nca_file = \"{}\"\n\n\
+             [outbound.settings]\npassword = \"{PASSWORD}\"\n",
+            ca.map(show).unwrap_or_default()
+        ),
+    };
+    format!(
+        "\
+[[inbound]]
+tag = \"socks-in\"
+protocol = \"socks\"
+listen = \"127.0.0.1\"
+port = {port}
+
+[[outbound]]
+tag = \"out\"
+{outbound}
+[route]
+default = \"out\"
+"
+    )
+}
+
+/// sing-box 1.14 as the client: a socks inbound on 127.0.0.1, the
+/// protocol's outbound (trojan's TLS trusting `ca` as its root).
+pub fn sing_box_config(
+    protocol: Protocol,
+    port: u16,
+    server_port: u16,
+    ca: Option<&Path>,
+) -> String {
+    let outbound = match protocol {
+        Protocol::Shadowsocks | Protocol::Ss2022 => {
+            let (method, key) = method_and_key(protocol);
+            format!(
+                r#"{{ "type": "shadowsocks", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
+    "method": "{method}", "password": "{key}" }}"#
+            )
+        }
+        Protocol::Trojan => format!(
+            r#"{{ "type": "trojan", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
+    "password": "{PASSWORD}",
+    "tls": {{ "enabled": true, "server_name": "127.0.0.1", "certificate_path": "{}" }} }}"#,
+            ca.map(show).unwrap_or_default()
+        ),
+    };
+    format!(
+        r#"{{
+  "log": {{ "level": "warn" }},
+  "inbounds": [{{ "type": "socks", "tag": "socks-in", "listen": "127.0.0.1", "listen_port": {port} }}],
+  "outbounds": [{outbound}]
+}}
+"#
+    )
+}
+
+/// trojan-gfw serving `port` with the bench's certificate; what it does
+/// not authenticate goes to `fallback`.
+pub fn trojan_server_config(port: u16, fallback: u16, cert: &Path, key: &Path) -> String {
+    format!(
+        r#"{{ "run_type": "server",
+  "local_addr": "127.0.0.1", "local_port": {port},
+  "remote_addr": "127.0.0.1", "remote_port": {fallback},
+  "password": ["{PASSWORD}"],
+  "log_level": 3,
+  "ssl": {{ "cert": "{}", "key": "{}" }} }}
+"#,
+        show(cert),
+        show(key)
+    )
+}
+
+/// trojan-gfw as the client: SOCKS5 on 127.0.0.1, trusting `ca` alone and
+/// checking the name 127.0.0.1.
+pub fn trojan_client_config(port: u16, server_port: u16, ca: &Path) -> String {
+    format!(
+        r#"{{ "run_type": "client",
+  "local_addr": "127.0.0.1", "local_port": {port},
+  "remote_addr": "127.0.0.1", "remote_port": {server_port},
+  "password": ["{PASSWORD}"],
+  "log_level": 3,
+  "ssl": {{ "verify": true, "verify_hostname": true, "cert": "{}", "sni": "127.0.0.1" }} }}
+"#,
+        show(ca)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_configs_listen_on_loopback_and_dial_the_server_on_loopback() {
+        let ca = PathBuf::from("/scratch/ca.pem");
+        for protocol in Protocol::ALL {
+            let ours = etemenanki_config(protocol, 1000, 2000, Some(&ca));
+            assert!(ours.contains("listen = \"127.0.0.1\"\nport = 1000\n"));
+            assert!(ours.contains("server = \"127.0.0.1\"\nport = 2000\n"));
+            let sing_box = sing_box_config(protocol, 1000, 2000, Some(&ca));
+            assert!(sing_box.contains(r#""listen": "127.0.0.1", "listen_port": 1000"#));
+            assert!(sing_box.contains(r#""server": "127.0.0.1", "server_port": 2000"#));
+        }
+        let ours = etemenanki_config(Protocol::Trojan, 1000, 2000, Some(&ca));
+        assert!(ours.contains("network = \"tls\"\n"));
+        assert!(ours.contains("ca_file = \"/scratch/ca.pem\"\n"));
+        let ours = etemenanki_config(Protocol::Ss2022, 1000, 2000, None);
+        assert!(ours.contains("method = \"2022-blake3-aes-256-gcm\"\npsk = "));
+        let client = trojan_client_config(1000, 2000, &ca);
+        assert!(client.contains(r#""local_addr": "127.0.0.1", "local_port": 1000,"#));
+        assert!(client.contains(r#""remote_addr": "127.0.0.1", "remote_port": 2000,"#));
+    }
+
+    #[test]
+    fn the_2022_psk_is_32_bytes() {
+        // 32 bytes are 44 base64 characters with one '=' of padding.
+        assert_eq!(SS2022_PSK.len(), 44);
+        assert!(SS2022_PSK.ends_with('=') && !SS2022_PSK.ends_with("=="));
+    }
+}
