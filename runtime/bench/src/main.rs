@@ -56,11 +56,6 @@ struct Args {
     /// --subjects.
     #[arg(long)]
     protocol_chains: bool,
-    /// Another build's directory holding `etc` and `etemenanki-run`, for
-    /// our shadowsocks 2022 client only (a branch that has that outbound
-    /// before this one does) [default: --bin-dir].
-    #[arg(long)]
-    ss2022_bin_dir: Option<PathBuf>,
     /// Bulk transfer size, MiB.
     #[arg(long, default_value_t = 1024)]
     bulk_mib: u64,
@@ -129,7 +124,6 @@ impl Args {
         Ok(Binaries {
             etemenanki_dir,
             alt_dir: self.alt_bin_dir.clone(),
-            ss2022_dir: self.ss2022_bin_dir.clone(),
         })
     }
 

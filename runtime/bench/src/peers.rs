@@ -29,9 +29,6 @@ pub struct Binaries {
     pub etemenanki_dir: PathBuf,
     /// Another build's, for the `etemenanki-alt` column.
     pub alt_dir: Option<PathBuf>,
-    /// Another build's, for our shadowsocks 2022 client (a branch that has
-    /// the outbound before main does).
-    pub ss2022_dir: Option<PathBuf>,
 }
 
 impl Binaries {
@@ -92,7 +89,6 @@ pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result
             let alt = Binaries {
                 etemenanki_dir: alt_dir.clone(),
                 alt_dir: None,
-                ss2022_dir: None,
             };
             let config = etemenanki_config(port, &["direct".to_owned()], &[]);
             return Ok(
@@ -108,19 +104,6 @@ pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result
         _ => {
             let Some((protocol, client)) = subject.protocol() else {
                 return Ok(Launch::Skipped(format!("{name} has no launcher")));
-            };
-            // Shadowsocks 2022 may come from another build (--ss2022-bin-dir).
-            let own;
-            let bins = match (&bins.ss2022_dir, protocol) {
-                (Some(dir), crate::protocol::Protocol::Ss2022) => {
-                    own = Binaries {
-                        etemenanki_dir: dir.clone(),
-                        alt_dir: None,
-                        ss2022_dir: None,
-                    };
-                    &own
-                }
-                _ => bins,
             };
             return crate::protocol::launch(name, protocol, client, bins, echo);
         }
