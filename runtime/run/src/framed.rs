@@ -207,22 +207,14 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncWrite
             return Poll::Ready(Ok(0));
         }
         let mut buf = buffers::take(BUF);
-        let room = BUF - C::HEADROOM - C::TAILROOM;
-        let n = data.len().min(room).min(C::MAX_PAYLOAD);
-        buf[C::HEADROOM..C::HEADROOM + n].copy_from_slice(&data[..n]);
-        let sealed = match this.codec.seal(&mut buf, n) {
-            Ok(sealed) if sealed.end <= BUF && !sealed.is_empty() => sealed,
-            Ok(_) => {
-                buffers::give(buf);
-                return Poll::Ready(Err(io::Error::other(
-                    "codec sealed an impossible byte count",
-                )));
-            }
+        let sealed = match seal_frames(&mut this.codec, &mut buf, data) {
+            Ok(sealed) => sealed,
             Err(e) => {
                 buffers::give(buf);
                 return Poll::Ready(Err(e));
             }
         };
+        let (sealed, n) = sealed;
         this.write = Some(buf);
         this.staged = sealed;
         // Start sending now; what does not go is sent by the next write or
@@ -244,6 +236,44 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncWrite
         ready!(this.poll_staged(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
+}
+
+/// Seals as much of `data` as `buf` holds, frame after frame, the frames
+/// laid end to end: a write one byte longer than a frame's payload (a 16 KiB
+/// relay read and Shadowsocks' 16,383-byte chunks) goes out in one write,
+/// not two. A frame after the first is sealed past the last one and moved
+/// up against it (its payload is what did not fit the first, mostly small).
+/// Returns the frames' range and how many bytes of `data` they hold.
+fn seal_frames<C: StreamCodec>(
+    codec: &mut C,
+    buf: &mut [u8],
+    data: &[u8],
+) -> io::Result<(Range<usize>, usize)> {
+    let impossible = || io::Error::other("codec sealed an impossible byte count");
+    let mut frames: Option<Range<usize>> = None;
+    let mut taken = 0;
+    while taken < data.len() {
+        let base = frames.as_ref().map_or(0, |f| f.end);
+        let Some(room) = (buf.len() - base).checked_sub(C::HEADROOM + C::TAILROOM + 1) else {
+            break;
+        };
+        let n = (data.len() - taken).min(room + 1).min(C::MAX_PAYLOAD);
+        let slice = &mut buf[base..];
+        slice[C::HEADROOM..C::HEADROOM + n].copy_from_slice(&data[taken..taken + n]);
+        let sealed = codec.seal(slice, n)?;
+        if sealed.is_empty() || sealed.end > slice.len() {
+            return Err(impossible());
+        }
+        taken += n;
+        frames = Some(match frames {
+            None => base + sealed.start..base + sealed.end,
+            Some(f) => {
+                buf.copy_within(base + sealed.start..base + sealed.end, f.end);
+                f.start..f.end + sealed.len()
+            }
+        });
+    }
+    frames.map(|f| (f, taken)).ok_or_else(impossible)
 }
 
 impl<S, C, const BUF: usize> Drop for Framed<S, C, BUF> {
@@ -324,6 +354,25 @@ mod tests {
         b.write_all(b"reply").await.unwrap();
         b.shutdown().await.unwrap();
         assert_eq!(writer.await.unwrap(), b"reply");
+    }
+
+    #[tokio::test]
+    async fn a_write_longer_than_a_frame_is_sealed_into_frames_end_to_end_in_one_write() {
+        let (near, mut far) = tokio::io::duplex(8192);
+        let mut framed = Framed::<_, _, 4096>::new(near, Xor, &[]);
+        let data = pattern(1001);
+        let taken = std::future::poll_fn(|cx| Pin::new(&mut framed).poll_write(cx, &data))
+            .await
+            .unwrap();
+        assert_eq!(taken, 1001, "both frames from one write");
+        framed.flush().await.unwrap();
+        let mut wire = [0u8; 1000 + 3 + 1 + 3];
+        far.read_exact(&mut wire).await.unwrap();
+        assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
+        assert_eq!(wire[1002], 0xee);
+        assert_eq!(wire[1003..1005], [0, 1], "the second right after it");
+        assert_eq!(wire[1005], data[1000] ^ 0x5a);
+        assert_eq!(wire[1006], 0xee);
     }
 
     #[tokio::test]
