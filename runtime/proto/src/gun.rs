@@ -254,7 +254,11 @@ mod tests {
         let mut expected = b"hello gun".to_vec();
         expected.extend([7u8; 200]);
         for cut in 0..=wire.len() {
-            assert_eq!(read(&wire, &[cut], usize::MAX).unwrap(), expected, "cut {cut}");
+            assert_eq!(
+                read(&wire, &[cut], usize::MAX).unwrap(),
+                expected,
+                "cut {cut}"
+            );
         }
         let every: Vec<usize> = (1..wire.len()).collect();
         assert_eq!(read(&wire, &every, 1).unwrap(), expected);
@@ -284,7 +288,10 @@ mod tests {
     #[test]
     fn a_length_that_disagrees_with_the_prefix_is_refused() {
         let err = read(&[0, 0, 0, 0, 3, 0x0A, 2, b'x'], &[], 8).unwrap_err();
-        assert_eq!(err.to_string(), "gun hunk length does not match its message");
+        assert_eq!(
+            err.to_string(),
+            "gun hunk length does not match its message"
+        );
         // A varint running past the message or past 32 bits.
         let err = read(&[0, 0, 0, 0, 2, 0x0A, 0x80, 0x01], &[], 8).unwrap_err();
         assert_eq!(err.to_string(), "gun hunk length is malformed");
@@ -299,6 +306,9 @@ mod tests {
         let mut decoder = Decoder::default();
         assert_eq!(decoder.decode(&wire, 0).unwrap(), (7, Step::NeedMore));
         assert_eq!(decoder.decode(&wire[7..], 0).unwrap(), (0, Step::NeedMore));
-        assert_eq!(decoder.decode(&wire[7..], 5).unwrap(), (2, Step::Payload(0..2)));
+        assert_eq!(
+            decoder.decode(&wire[7..], 5).unwrap(),
+            (2, Step::Payload(0..2))
+        );
     }
 }
