@@ -25,6 +25,10 @@ use crate::Stream;
 /// flow's read-ahead, in line with the client runtime's buffers.
 const STREAM_WINDOW: u32 = 256 * 1024;
 
+/// The most a flow's writes queue in h2 before a write waits for the
+/// socket (h2's default is 400 KiB).
+const SEND_BUFFER: usize = 128 * 1024;
+
 /// How one outbound opens its gRPC streams.
 #[derive(Clone, Debug)]
 pub struct GrpcSettings {
@@ -67,6 +71,7 @@ impl GrpcSettings {
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(2 * STREAM_WINDOW)
             .enable_push(false)
+            .max_send_buffer_size(SEND_BUFFER)
             .handshake::<_, bytes::Bytes>(stream)
             .await
             .map_err(h2_error)?;

@@ -19,6 +19,10 @@ use super::{h2_error, Addrs};
 /// The most payload one message carries: a DATA frame's default size.
 const MESSAGE_MAX: usize = 16 * 1024 - gun::HEADER_MAX;
 
+/// Messages are cut from blocks of this size, so a write allocates only
+/// when the block before is used up and h2 still holds part of it.
+const OUT_BLOCK: usize = 64 * 1024;
+
 /// What is known of the server's side.
 enum Answer {
     /// The response head has not come yet.
@@ -193,7 +197,9 @@ impl AsyncWrite for GrpcStream {
         let n = want.min(this.send.capacity() - head);
         let mut header = [0u8; gun::HEADER_MAX];
         let used = gun::encode_header(n, &mut header)?;
-        this.out.reserve(used + n);
+        if this.out.capacity() < used + n {
+            this.out.reserve(OUT_BLOCK);
+        }
         this.out.put_slice(&header[..used]);
         this.out.put_slice(&buf[..n]);
         let message = this.out.split().freeze();
