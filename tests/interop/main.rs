@@ -5,6 +5,7 @@
 
 mod curl;
 mod dante;
+mod grpc;
 mod microsocks;
 mod shadowsocks;
 mod ss2022;

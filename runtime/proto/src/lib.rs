@@ -8,6 +8,7 @@
 pub mod addr;
 pub mod aead;
 pub mod codec;
+pub mod gun;
 pub mod http;
 pub mod shadowsocks;
 pub mod sniff;

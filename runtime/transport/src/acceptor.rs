@@ -85,12 +85,12 @@ mod tests {
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket)).unwrap();
         let _client = TcpStream::connect(addr).await.unwrap();
         let (accepted, _) = listener.accept().await.unwrap();
-        let stream = Acceptor::build(None)
+        let mut stream = Acceptor::build(None)
             .unwrap()
             .accept(accepted, Duration::from_secs(10))
             .await
             .unwrap();
-        let socket = SockRef::from(stream.socket());
+        let socket = SockRef::from(&*stream.as_plain_tcp().unwrap());
         assert!(
             socket.tcp_nodelay().unwrap(),
             "TCP_NODELAY on the accepted side"

@@ -8,6 +8,7 @@ use etemenanki_ir::spec::{AddressFamily, HostPort, StreamShape, Upstream};
 use socket2::SockRef;
 
 use crate::dial::Dialer;
+use crate::grpc::GrpcSettings;
 use crate::keepalive::set_keepalive;
 use crate::resolve::{order, Resolver};
 use crate::tls::TlsConnector;
@@ -26,6 +27,8 @@ pub struct Connector {
     tls: Option<TlsConnector>,
     /// Layered over TCP or TLS for a ws shape.
     ws: Option<WsSettings>,
+    /// Layered over TCP or TLS for a grpc shape.
+    grpc: Option<GrpcSettings>,
 }
 
 impl Connector {
@@ -34,6 +37,7 @@ impl Connector {
     pub fn build(upstream: &Upstream, dialer: Dialer, resolver: Resolver) -> io::Result<Self> {
         let transport = &upstream.transport;
         let mut ws = None;
+        let mut grpc = None;
         let tls = match &transport.shape {
             StreamShape::Tcp => None,
             StreamShape::Tls => {
@@ -66,14 +70,20 @@ impl Connector {
                     None => None,
                 }
             }
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!(
-                        "the {} transport is not supported by this runtime yet",
-                        other.name()
-                    ),
-                ))
+            StreamShape::Grpc {
+                service_name,
+                authority,
+            } => {
+                grpc = Some(GrpcSettings::new(
+                    authority,
+                    service_name,
+                    transport.tls.is_some(),
+                )?);
+                // TLS exactly when the spec carries it, with ALPN h2.
+                match &transport.tls {
+                    Some(spec) => Some(TlsConnector::build(spec, &["h2"])?),
+                    None => None,
+                }
             }
         };
         Ok(Connector {
@@ -83,6 +93,7 @@ impl Connector {
             resolver,
             tls,
             ws,
+            grpc,
         })
     }
 
@@ -126,6 +137,10 @@ impl Connector {
             None => Stream::Tcp(tcp),
             Some(tls) => Stream::Tls(Box::new(self.within("tls", tls.connect(tcp)).await?)),
         };
+        if let Some(grpc) = &self.grpc {
+            let grpc = self.within("grpc", grpc.open(stream)).await?;
+            return Ok((Stream::Grpc(Box::new(grpc)), 0));
+        }
         match &self.ws {
             None => Ok((stream, 0)),
             Some(ws) => {

@@ -7,6 +7,7 @@
 //! - [`Acceptor`] and [`listen`]: the server side, the listening socket and
 //!   the TLS accept under its time limit;
 //! - [`ws`]: the WebSocket upgrade and its messages as a byte stream;
+//! - [`grpc`]: a gun tunnel on one HTTP/2 stream as a byte stream;
 //! - [`Stream`]: the one stream type both sides hand the protocols, and
 //!   [`Prefixed`] for bytes read ahead of it.
 //!
@@ -16,6 +17,7 @@
 mod acceptor;
 mod connector;
 pub mod dial;
+pub mod grpc;
 mod keepalive;
 mod prefixed;
 pub mod resolve;

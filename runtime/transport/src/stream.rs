@@ -2,6 +2,7 @@
 //! client talks to its server over.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -9,6 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 
+use crate::grpc::GrpcStream;
 use crate::ws::WsStream;
 
 /// A closed enum, so the relay can see plain TCP (its splice fast path)
@@ -19,15 +21,29 @@ pub enum Stream {
     Tls(Box<SslStream<TcpStream>>),
     /// Boxed: a WebSocket over TCP or TLS, with its buffers.
     Ws(Box<WsStream>),
+    /// Boxed: one HTTP/2 stream carrying gun messages; the connection under
+    /// it is driven by a task of its own.
+    Grpc(Box<GrpcStream>),
 }
 
 impl Stream {
-    /// The kernel socket under every layer, for its addresses and options.
-    pub fn socket(&self) -> &TcpStream {
+    /// The local address of the TCP connection under every layer.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
         match self {
-            Stream::Tcp(tcp) => tcp,
-            Stream::Tls(tls) => tls.get_ref(),
-            Stream::Ws(ws) => ws.get_ref().socket(),
+            Stream::Tcp(tcp) => tcp.local_addr(),
+            Stream::Tls(tls) => tls.get_ref().local_addr(),
+            Stream::Ws(ws) => ws.get_ref().local_addr(),
+            Stream::Grpc(grpc) => Ok(grpc.local_addr()),
+        }
+    }
+
+    /// The peer address of the TCP connection under every layer.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Stream::Tcp(tcp) => tcp.peer_addr(),
+            Stream::Tls(tls) => tls.get_ref().peer_addr(),
+            Stream::Ws(ws) => ws.get_ref().peer_addr(),
+            Stream::Grpc(grpc) => Ok(grpc.peer_addr()),
         }
     }
 
@@ -36,7 +52,7 @@ impl Stream {
     pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
         match self {
             Stream::Tcp(tcp) => Some(tcp),
-            Stream::Tls(_) | Stream::Ws(_) => None,
+            Stream::Tls(_) | Stream::Ws(_) | Stream::Grpc(_) => None,
         }
     }
 }
@@ -51,6 +67,7 @@ impl AsyncRead for Stream {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_read(cx, buf),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
             Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_read(cx, buf),
+            Stream::Grpc(grpc) => Pin::new(grpc.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -65,6 +82,7 @@ impl AsyncWrite for Stream {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_write(cx, buf),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
             Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_write(cx, buf),
+            Stream::Grpc(grpc) => Pin::new(grpc.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -73,6 +91,7 @@ impl AsyncWrite for Stream {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_flush(cx),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
             Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_flush(cx),
+            Stream::Grpc(grpc) => Pin::new(grpc.as_mut()).poll_flush(cx),
         }
     }
 
@@ -81,6 +100,7 @@ impl AsyncWrite for Stream {
             Stream::Tcp(tcp) => Pin::new(tcp).poll_shutdown(cx),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
             Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_shutdown(cx),
+            Stream::Grpc(grpc) => Pin::new(grpc.as_mut()).poll_shutdown(cx),
         }
     }
 }

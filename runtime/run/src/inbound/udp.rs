@@ -32,7 +32,7 @@ pub async fn associate(
     peer: SocketAddr,
     request: Request,
 ) -> io::Result<()> {
-    let relay_ip = control.socket().local_addr()?.ip();
+    let relay_ip = control.local_addr()?.ip();
     let expected = match ExpectedSender::new(Some(peer.ip()), &request.destination, relay_ip) {
         Ok(expected) => expected,
         Err(not_allowed) => {

@@ -52,7 +52,7 @@ impl Socks {
         };
         // An unspecified relay means the address the control connection reached.
         if relay.ip().is_unspecified() {
-            relay.set_ip(control.socket().peer_addr()?.ip());
+            relay.set_ip(control.peer_addr()?.ip());
         }
         let socket = self.connector.dialer().bind_udp(relay.is_ipv6())?;
         Ok(SocksUdp::new(control, socket, relay))

@@ -62,16 +62,16 @@ impl OutboundStream {
 
     /// The local address of the connection, where there is one.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        let socket = match self {
-            OutboundStream::Transport(stream) => stream.socket(),
-            OutboundStream::Prefixed(prefixed) => prefixed.get_ref().socket(),
-            OutboundStream::Shadowsocks(framed) => framed.get_ref().socket(),
-            OutboundStream::Ss2022(framed) => framed.get_ref().socket(),
-            OutboundStream::Vless(vless) => vless.get_ref().socket(),
-            OutboundStream::Vmess(framed) => framed.get_ref().socket(),
+        let addr = match self {
+            OutboundStream::Transport(stream) => stream.local_addr(),
+            OutboundStream::Prefixed(prefixed) => prefixed.get_ref().local_addr(),
+            OutboundStream::Shadowsocks(framed) => framed.get_ref().local_addr(),
+            OutboundStream::Ss2022(framed) => framed.get_ref().local_addr(),
+            OutboundStream::Vless(vless) => vless.get_ref().local_addr(),
+            OutboundStream::Vmess(framed) => framed.get_ref().local_addr(),
             OutboundStream::Blackhole => return None,
         };
-        socket.local_addr().ok()
+        addr.ok()
     }
 }
 

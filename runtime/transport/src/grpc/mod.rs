@@ -1,0 +1,125 @@
+//! gRPC under a proxy client (seed 000, "The transport under a proxy
+//! client"): gun framing, one `Hunk` per gRPC message, on one HTTP/2 stream
+//! POSTed to `/<service_name>/Tun` with the authority of the spec and the
+//! default user agent, over TCP or TLS (ALPN h2).
+//!
+//! One HTTP/2 connection per flow: the connection is driven by a task of
+//! its own that ends when the flow's stream is dropped, so dropping the
+//! flow still closes everything it opened.
+
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::io;
+use std::net::SocketAddr;
+
+use http::{Method, Request, Uri};
+
+pub use stream::GrpcStream;
+
+use crate::ws::DEFAULT_USER_AGENT;
+use crate::Stream;
+
+/// The stream window we grant the server, the connection's twice that: a
+/// flow's read-ahead, in line with the client runtime's buffers.
+const STREAM_WINDOW: u32 = 256 * 1024;
+
+/// The most a flow's writes queue in h2 before a write waits for the
+/// socket (h2's default is 400 KiB).
+const SEND_BUFFER: usize = 128 * 1024;
+
+/// How one outbound opens its gRPC streams.
+#[derive(Clone, Debug)]
+pub struct GrpcSettings {
+    uri: Uri,
+}
+
+impl GrpcSettings {
+    /// `tls` picks the scheme of the request, as a gRPC client sends it.
+    pub fn new(authority: &str, service_name: &str, tls: bool) -> io::Result<Self> {
+        if authority.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "missing grpc authority",
+            ));
+        }
+        let scheme = if tls { "https" } else { "http" };
+        // A bare IPv6 address (the server's, defaulted) is bracketed in a URI.
+        let authority = match authority.parse::<std::net::Ipv6Addr>() {
+            Ok(v6) => format!("[{v6}]"),
+            Err(_) => authority.to_owned(),
+        };
+        let uri = format!("{scheme}://{authority}/{service_name}/Tun")
+            .parse()
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("grpc service name {service_name:?} or authority {authority:?} does not make a request path"),
+                )
+            })?;
+        Ok(GrpcSettings { uri })
+    }
+
+    /// Opens one HTTP/2 connection over `stream` and the tunnel's stream on
+    /// it. The server's answer is read with the first read, so the first
+    /// bytes need not wait a round trip.
+    pub async fn open(&self, stream: Stream) -> io::Result<GrpcStream> {
+        let local = stream.local_addr()?;
+        let peer = stream.peer_addr()?;
+        let (mut send, connection) = h2::client::Builder::new()
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(2 * STREAM_WINDOW)
+            .enable_push(false)
+            .max_send_buffer_size(SEND_BUFFER)
+            .handshake::<_, bytes::Bytes>(stream)
+            .await
+            .map_err(h2_error)?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("grpc connection ended: {e}");
+            }
+        });
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(self.uri.clone())
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("user-agent", DEFAULT_USER_AGENT)
+            .body(())
+            .map_err(io::Error::other)?;
+        let (response, body) = send.send_request(request, false).map_err(h2_error)?;
+        Ok(GrpcStream::new(response, body, Addrs { local, peer }))
+    }
+}
+
+/// The addresses of the TCP connection under the HTTP/2 one.
+#[derive(Clone, Copy, Debug)]
+pub struct Addrs {
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+}
+
+/// An h2 error as an io::Error with a text that says it was gRPC's.
+pub(crate) fn h2_error(e: h2::Error) -> io::Error {
+    if let Some(reason) = e.reason() {
+        if e.is_reset() {
+            return io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                format!("grpc stream reset by the server: {reason}"),
+            );
+        }
+        if e.is_go_away() {
+            return io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("grpc connection closed by the server: {reason}"),
+            );
+        }
+    }
+    if e.is_io() {
+        if let Some(io) = e.get_io() {
+            return io::Error::new(io.kind(), format!("grpc connection: {io}"));
+        }
+    }
+    io::Error::other(format!("grpc: {e}"))
+}

@@ -1,0 +1,223 @@
+//! One gun tunnel as a byte stream: writes become gun messages under the
+//! HTTP/2 flow control, reads unwrap them across DATA frames.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use etemenanki_proto::gun::{self, Decoder, Step};
+use h2::client::ResponseFuture;
+use h2::{RecvStream, SendStream};
+use http::HeaderMap;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{h2_error, Addrs};
+
+/// The most payload one message carries: a DATA frame's default size.
+const MESSAGE_MAX: usize = 16 * 1024 - gun::HEADER_MAX;
+
+/// Messages are cut from blocks of this size, so a write allocates only
+/// when the block before is used up and h2 still holds part of it.
+const OUT_BLOCK: usize = 64 * 1024;
+
+/// What is known of the server's side.
+enum Answer {
+    /// The response head has not come yet.
+    Waiting(ResponseFuture),
+    Body(RecvStream),
+    /// The stream ended cleanly.
+    Done,
+}
+
+pub struct GrpcStream {
+    answer: Answer,
+    send: SendStream<Bytes>,
+    addrs: Addrs,
+    decoder: Decoder,
+    /// The DATA frame being read, and its length for the window.
+    frame: Bytes,
+    frame_len: usize,
+    /// Where the messages written are built; reclaimed once h2 has sent them.
+    out: BytesMut,
+    ended: bool,
+}
+
+fn closed(text: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, text)
+}
+
+/// A gRPC status other than 0 in a response head or its trailers.
+fn status_error(headers: &HeaderMap) -> Option<io::Error> {
+    let status = headers.get("grpc-status")?;
+    if status.as_bytes() == b"0" {
+        return None;
+    }
+    let message = headers
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .unwrap_or("");
+    Some(io::Error::new(
+        io::ErrorKind::ConnectionRefused,
+        format!(
+            "grpc server ended the stream with status {}: {message}",
+            String::from_utf8_lossy(status.as_bytes())
+        ),
+    ))
+}
+
+impl GrpcStream {
+    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, addrs: Addrs) -> Self {
+        GrpcStream {
+            answer: Answer::Waiting(response),
+            send,
+            addrs,
+            decoder: Decoder::default(),
+            frame: Bytes::new(),
+            frame_len: 0,
+            out: BytesMut::new(),
+            ended: false,
+        }
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addrs.local
+    }
+
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.addrs.peer
+    }
+
+    /// Gives the server back the window of the frame read through.
+    fn release(&mut self) {
+        if let Answer::Body(body) = &mut self.answer {
+            let _ = body.flow_control().release_capacity(self.frame_len);
+        }
+        self.frame_len = 0;
+    }
+
+    /// The next DATA frame, or `None` at a clean end of the stream.
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Bytes>>> {
+        loop {
+            match &mut self.answer {
+                Answer::Done => return Poll::Ready(Ok(None)),
+                Answer::Waiting(response) => {
+                    let response = ready!(Pin::new(response).poll(cx)).map_err(h2_error)?;
+                    if response.status() != http::StatusCode::OK {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::ConnectionRefused,
+                            format!("grpc server answered http status {}", response.status()),
+                        )));
+                    }
+                    if let Some(e) = status_error(response.headers()) {
+                        return Poll::Ready(Err(e));
+                    }
+                    self.answer = Answer::Body(response.into_body());
+                }
+                Answer::Body(body) => match ready!(body.poll_data(cx)) {
+                    Some(frame) => return Poll::Ready(frame.map(Some).map_err(h2_error)),
+                    None => {
+                        let trailers = ready!(body.poll_trailers(cx)).map_err(h2_error)?;
+                        if let Some(e) = trailers.as_ref().and_then(status_error) {
+                            return Poll::Ready(Err(e));
+                        }
+                        self.answer = Answer::Done;
+                    }
+                },
+            }
+        }
+    }
+}
+
+impl AsyncRead for GrpcStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            if this.frame.is_empty() {
+                this.release();
+                match ready!(this.poll_frame(cx))? {
+                    Some(frame) => {
+                        this.frame_len = frame.len();
+                        this.frame = frame;
+                        continue;
+                    }
+                    None if this.decoder.at_boundary() => return Poll::Ready(Ok(())),
+                    None => {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "grpc stream ended inside a gun message",
+                        )))
+                    }
+                }
+            }
+            let (used, step) = this.decoder.decode(&this.frame, buf.remaining())?;
+            if let Step::Payload(range) = step {
+                buf.put_slice(&this.frame[range]);
+                bytes::Buf::advance(&mut this.frame, used);
+                return Poll::Ready(Ok(()));
+            }
+            bytes::Buf::advance(&mut this.frame, used);
+        }
+    }
+}
+
+impl AsyncWrite for GrpcStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(Err(closed("grpc stream already shut down")));
+        }
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let want = buf.len().min(MESSAGE_MAX);
+        let head = gun::header_len(want);
+        // Wait for room for the header and at least one byte.
+        while this.send.capacity() <= head {
+            this.send.reserve_capacity(head + want);
+            match ready!(this.send.poll_capacity(cx)) {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Poll::Ready(Err(h2_error(e))),
+                None => return Poll::Ready(Err(closed("grpc stream closed"))),
+            }
+        }
+        let n = want.min(this.send.capacity() - head);
+        let mut header = [0u8; gun::HEADER_MAX];
+        let used = gun::encode_header(n, &mut header)?;
+        if this.out.capacity() < used + n {
+            this.out.reserve(OUT_BLOCK);
+        }
+        this.out.put_slice(&header[..used]);
+        this.out.put_slice(&buf[..n]);
+        let message = this.out.split().freeze();
+        this.send.send_data(message, false).map_err(h2_error)?;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // The connection's task writes what h2 has queued.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.ended {
+            this.ended = true;
+            this.send.send_data(Bytes::new(), true).map_err(h2_error)?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
