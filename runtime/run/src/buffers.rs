@@ -8,10 +8,12 @@ use std::cell::RefCell;
 /// Empty buffers kept per size per thread.
 const SPARE: usize = 8;
 
+/// The spare buffers of one length.
+type Spares = (usize, Vec<Box<[u8]>>);
+
 thread_local! {
-    /// (length, spares of that length); a few sizes only (one per protocol
-    /// buffer size in use).
-    static SPARES: RefCell<Vec<(usize, Vec<Box<[u8]>>)>> = const { RefCell::new(Vec::new()) };
+    /// A few lengths only: one per protocol buffer size in use.
+    static SPARES: RefCell<Vec<Spares>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A spare buffer of `len` bytes of this thread, or a new one. Its bytes
