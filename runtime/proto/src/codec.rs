@@ -39,18 +39,24 @@ pub trait ClientCodec {
     /// sizes its staging buffer above it.
     const STAGING_RESERVE: usize;
 
-    /// Appends the first bytes to send.
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<Self::Reply>;
+    /// Appends the first bytes to send; an error (a header that cannot be
+    /// sealed) fails the dial.
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<Self::Reply>>;
 
     /// Decodes from `input`, the unconsumed bytes the server sent so far.
     /// `Ok(None)` means more are needed; `Ok(Some((consumed, step)))` says how
     /// many bytes this answer took and what comes next, having appended any
     /// bytes of the next round to `out`.
+    ///
+    /// The default is for a codec whose `start` opens at once (the server
+    /// answers nothing before data): the driver never asks it.
     fn decode(
         &mut self,
-        input: &[u8],
-        out: &mut Vec<u8>,
-    ) -> io::Result<Option<(usize, ClientStep<Self::Reply>)>>;
+        _input: &[u8],
+        _out: &mut Vec<u8>,
+    ) -> io::Result<Option<(usize, ClientStep<Self::Reply>)>> {
+        Err(io::Error::other("codec handshake step made no progress"))
+    }
 }
 
 /// What [`StreamCodec::open`] found at the start of the bytes it was given.

@@ -77,7 +77,7 @@ impl ClientCodec for Upgrade<'_> {
     /// (path, host and early data), so no fixed reserve bounds it.
     const STAGING_RESERVE: usize = 1024;
 
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         // Writing to a Vec cannot fail.
         let _ = write!(
             out,
@@ -94,7 +94,7 @@ impl ClientCodec for Upgrade<'_> {
             );
         }
         out.extend_from_slice(b"\r\n");
-        ClientStep::Read
+        Ok(ClientStep::Read)
     }
 
     fn decode(
@@ -150,7 +150,7 @@ mod tests {
     fn the_request_names_path_host_agent_and_key_and_the_rfc_answer_opens() {
         let mut codec = Upgrade::new("cdn.example", "/ws?x=1", "UA/1", None, NONCE);
         let mut out = Vec::new();
-        assert_eq!(codec.start(&mut out), ClientStep::Read);
+        assert_eq!(codec.start(&mut out).unwrap(), ClientStep::Read);
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.starts_with("GET /ws?x=1 HTTP/1.1\r\nHost: cdn.example\r\nUser-Agent: UA/1\r\n")
@@ -180,7 +180,7 @@ mod tests {
         };
         let mut codec = Upgrade::new("h", "/", "UA", Some(early), NONCE);
         let mut out = Vec::new();
-        codec.start(&mut out);
+        codec.start(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.contains("\r\nSec-WebSocket-Protocol: -_8AAQ\r\n"),

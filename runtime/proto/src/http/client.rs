@@ -31,7 +31,7 @@ impl ClientCodec for Connect<'_> {
     /// seed 000's REQUEST_MAX.
     const STAGING_RESERVE: usize = 1024;
 
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         use std::io::Write;
         let authority = match self.destination {
             Address::Ip(addr) => addr.to_string(),
@@ -44,7 +44,7 @@ impl ClientCodec for Connect<'_> {
             let _ = write!(out, "Proxy-Authorization: Basic {token}\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        ClientStep::Read
+        Ok(ClientStep::Read)
     }
 
     fn decode(
@@ -112,7 +112,7 @@ mod tests {
         let dest = Address::Domain("example.com".into(), 443);
         let mut request = Vec::new();
         let mut codec = Connect::new(&dest, Some(("u", "p")));
-        assert_eq!(codec.start(&mut request), ClientStep::Read);
+        assert_eq!(codec.start(&mut request).unwrap(), ClientStep::Read);
         let accounts = [("u".to_owned(), "p".to_owned())];
         let mut out = Vec::new();
         let step = Core::new(&accounts)
@@ -141,7 +141,7 @@ mod tests {
         let dest = Address::Domain("example.com".into(), 443);
         let mut codec = Connect::new(&dest, None);
         let mut out = Vec::new();
-        codec.start(&mut out);
+        codec.start(&mut out).unwrap();
         let mut input = RESPONSE_ESTABLISHED.to_vec();
         input.extend_from_slice(b"220 smtp ready\r\n");
         for cut in 0..RESPONSE_ESTABLISHED.len() {

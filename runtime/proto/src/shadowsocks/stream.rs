@@ -20,8 +20,6 @@ pub struct SsStream {
     incoming: Incoming,
     /// The destination, until the handshake has sealed it.
     destination: Option<Address>,
-    /// Why the handshake could not seal the header, told by `decode`.
-    failed: Option<io::Error>,
 }
 
 impl SsStream {
@@ -56,7 +54,6 @@ impl SsStream {
             outgoing,
             incoming: Incoming::new(master.clone()),
             destination: Some(destination.clone()),
-            failed: None,
         }
     }
 }
@@ -72,9 +69,9 @@ impl ClientCodec for SsStream {
     const STAGING_RESERVE: usize = MAX_SALT_LEN + RECORD_OVERHEAD + MAX_ADDRESS_LEN + 61;
 
     /// Appends the salt and the destination's chunk; the stream is open.
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         let Some(destination) = self.destination.take() else {
-            return ClientStep::Open(());
+            return Ok(ClientStep::Open(()));
         };
         let begin = out.len();
         out.extend_from_slice(self.outgoing.salt());
@@ -85,27 +82,11 @@ impl ClientCodec for SsStream {
             &destination,
             &mut out[chunk + RESERVE..chunk + RESERVE + len],
         );
-        match self.outgoing.seal(&mut out[chunk..], len) {
-            Ok(_) => ClientStep::Open(()),
-            Err(e) => {
-                out.truncate(begin);
-                self.failed = Some(e);
-                ClientStep::Read
-            }
+        if let Err(e) = self.outgoing.seal(&mut out[chunk..], len) {
+            out.truncate(begin);
+            return Err(e);
         }
-    }
-
-    /// The server sends nothing to decode: the stream opened at `start`,
-    /// unless sealing the header failed.
-    fn decode(
-        &mut self,
-        _input: &[u8],
-        _out: &mut Vec<u8>,
-    ) -> io::Result<Option<(usize, ClientStep<()>)>> {
-        match self.failed.take() {
-            Some(e) => Err(e),
-            None => Ok(Some((0, ClientStep::Open(())))),
-        }
+        Ok(ClientStep::Open(()))
     }
 }
 
@@ -163,7 +144,7 @@ mod tests {
     /// What a client sends: the handshake, then each payload as a write.
     fn client_wire(client: &mut SsStream, payloads: &[&[u8]]) -> Vec<u8> {
         let mut wire = Vec::new();
-        assert_eq!(client.start(&mut wire), ClientStep::Open(()));
+        assert_eq!(client.start(&mut wire).unwrap(), ClientStep::Open(()));
         assert!(wire.len() <= SsStream::STAGING_RESERVE);
         for payload in payloads {
             let mut buf = vec![0; RESERVE + payload.len() + TAG_LEN];
@@ -305,13 +286,9 @@ mod tests {
         let destination = Address::Domain("a".repeat(255), 65535);
         let mut client = SsStream::new(&master, &destination).unwrap();
         let mut out = Vec::new();
-        assert_eq!(client.start(&mut out), ClientStep::Open(()));
+        assert_eq!(client.start(&mut out).unwrap(), ClientStep::Open(()));
         assert_eq!(out.len(), 32 + RECORD_OVERHEAD + MAX_ADDRESS_LEN);
         assert_eq!(SsStream::STAGING_RESERVE, 386);
-        assert_eq!(
-            client.decode(&[], &mut out).unwrap(),
-            Some((0, ClientStep::Open(())))
-        );
     }
 
     #[test]

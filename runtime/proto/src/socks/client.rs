@@ -67,10 +67,10 @@ impl ClientCodec for Socks5<'_> {
     /// 513, rounded up as seed 000's table has it.
     const STAGING_RESERVE: usize = 528;
 
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<Address> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<Address>> {
         let method = if self.account.is_some() { 0x02 } else { 0x00 };
         out.extend_from_slice(&[SOCKS5, 0x01, method]);
-        ClientStep::Read
+        Ok(ClientStep::Read)
     }
 
     fn decode(
@@ -173,7 +173,7 @@ mod tests {
         let mut server = Handshake::new(accounts);
         let mut to_server = Vec::new();
         let mut to_client = Vec::new();
-        assert_eq!(client.start(&mut to_server), ClientStep::Read);
+        assert_eq!(client.start(&mut to_server).unwrap(), ClientStep::Read);
         loop {
             let step = server
                 .advance(&to_server, SystemTime::UNIX_EPOCH, &mut to_client)
@@ -265,7 +265,7 @@ mod tests {
         let dest = Address::Domain("example.com".into(), 443);
         let mut codec = Socks5::new(None, Command::Connect(&dest));
         let mut out = Vec::new();
-        codec.start(&mut out);
+        codec.start(&mut out).unwrap();
         let step = codec.decode(b"\x05\x00", &mut out).unwrap();
         assert_eq!(step, Some((2, ClientStep::Read)));
         let mut input = b"\x05\x00\x00\x01\x7f\x00\x00\x01\x00\x50".to_vec();

@@ -196,17 +196,9 @@ impl ClientCodec for Ss2022Stream {
 
     /// The whole request in one write (SIP022 3.1.4); nothing is awaited,
     /// since the server answers only with its first payload.
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         out.extend_from_slice(&std::mem::take(&mut self.request));
-        ClientStep::Open(())
-    }
-
-    fn decode(
-        &mut self,
-        _input: &[u8],
-        _out: &mut Vec<u8>,
-    ) -> io::Result<Option<(usize, ClientStep<()>)>> {
-        Ok(Some((0, ClientStep::Open(()))))
+        Ok(ClientStep::Open(()))
     }
 }
 
@@ -418,7 +410,7 @@ mod tests {
         let keys = Keys::new(method, &psk(method, 7), ipsks).unwrap();
         let mut stream = Ss2022Stream::new(&keys, &dest(), t0(), clock).unwrap();
         let mut out = Vec::new();
-        assert_eq!(stream.start(&mut out), ClientStep::Open(()));
+        assert_eq!(stream.start(&mut out).unwrap(), ClientStep::Open(()));
         assert!(out.len() <= Ss2022Stream::STAGING_RESERVE);
         (stream, out)
     }
@@ -568,7 +560,7 @@ mod tests {
             let keys = Keys::new(method, &psk(method, user), &[&server_identity]).unwrap();
             let mut stream = Ss2022Stream::new(&keys, &dest(), t0(), t0).unwrap();
             let mut wire = Vec::new();
-            stream.start(&mut wire);
+            stream.start(&mut wire).unwrap();
             // The server finds the user by the hash its identity header names.
             let found = peel_tcp(&server_identity, &wire[..16], &wire[16..32]);
             let user_psk = [7u8, 9]
@@ -588,7 +580,7 @@ mod tests {
         let keys = Keys::new(method, &psk(method, 7), &[&[0x10; 16], &[0x20; 16]]).unwrap();
         let mut stream = Ss2022Stream::new(&keys, &dest(), t0(), t0).unwrap();
         let mut wire = Vec::new();
-        stream.start(&mut wire);
+        stream.start(&mut wire).unwrap();
         assert!(Server::open(method, &psk(method, 7), &[&[0x10; 16], &[0x20; 16]], &wire).is_ok());
         assert!(Server::open(method, &psk(method, 7), &[&[0x20; 16], &[0x10; 16]], &wire).is_err());
     }

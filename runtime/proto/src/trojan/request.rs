@@ -46,7 +46,7 @@ impl ClientCodec for Request<'_> {
     const STAGING_RESERVE: usize = REQUEST_HEADER_MAX;
 
     /// Appends the whole request; the stream is open once it is flushed.
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         out.extend_from_slice(self.hash.as_bytes());
         out.extend_from_slice(CRLF);
         match self.command {
@@ -60,17 +60,7 @@ impl ClientCodec for Request<'_> {
             }
         }
         out.extend_from_slice(CRLF);
-        ClientStep::Open(())
-    }
-
-    /// Never asked for: [`Request::start`] opens at once. A Trojan server
-    /// answers nothing, so nothing is consumed.
-    fn decode(
-        &mut self,
-        _input: &[u8],
-        _out: &mut Vec<u8>,
-    ) -> io::Result<Option<(usize, ClientStep<()>)>> {
-        Ok(Some((0, ClientStep::Open(()))))
+        Ok(ClientStep::Open(()))
     }
 }
 
@@ -82,7 +72,7 @@ mod tests {
         let hash = PasswordHash::new("abc");
         let mut out = Vec::new();
         assert_eq!(
-            Request::new(&hash, command).start(&mut out),
+            Request::new(&hash, command).start(&mut out).unwrap(),
             ClientStep::Open(())
         );
         out

@@ -46,21 +46,12 @@ impl ClientCodec for Request<'_> {
 
     const STAGING_RESERVE: usize = REQUEST_HEADER_MAX;
 
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         out.push(VERSION);
         out.extend_from_slice(self.id);
         out.extend_from_slice(&[0, self.command]);
         write_port_address(self.target, out);
-        ClientStep::Open(())
-    }
-
-    /// Never called: the request opens the stream on its own.
-    fn decode(
-        &mut self,
-        _input: &[u8],
-        _out: &mut Vec<u8>,
-    ) -> io::Result<Option<(usize, ClientStep<()>)>> {
-        Ok(Some((0, ClientStep::Open(()))))
+        Ok(ClientStep::Open(()))
     }
 }
 
@@ -75,7 +66,7 @@ mod tests {
 
     fn header(codec: &mut Request<'_>) -> Vec<u8> {
         let mut out = Vec::new();
-        assert_eq!(codec.start(&mut out), ClientStep::Open(()));
+        assert_eq!(codec.start(&mut out).unwrap(), ClientStep::Open(()));
         out
     }
 

@@ -248,18 +248,9 @@ impl ClientCodec for Request {
     /// HEADER_MAX (374) rounded up to 64, as seed 000 sizes it.
     const STAGING_RESERVE: usize = HEADER_MAX.next_multiple_of(64);
 
-    fn start(&mut self, out: &mut Vec<u8>) -> ClientStep<()> {
+    fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
         out.extend_from_slice(self.bytes());
-        ClientStep::Open(())
-    }
-
-    /// Never called: the request opens at once.
-    fn decode(
-        &mut self,
-        _input: &[u8],
-        _out: &mut Vec<u8>,
-    ) -> io::Result<Option<(usize, ClientStep<()>)>> {
-        Ok(Some((0, ClientStep::Open(()))))
+        Ok(ClientStep::Open(()))
     }
 }
 

@@ -37,7 +37,7 @@ fn at(secs: u64) -> SystemTime {
 /// The bytes a request's codec writes at dial.
 fn dial_bytes(mut request: Request) -> Vec<u8> {
     let mut out = Vec::new();
-    assert_eq!(request.start(&mut out), ClientStep::Open(()));
+    assert_eq!(request.start(&mut out).unwrap(), ClientStep::Open(()));
     out
 }
 

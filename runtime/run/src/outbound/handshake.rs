@@ -20,7 +20,7 @@ pub async fn handshake<C: ClientCodec>(
     codec: &mut C,
 ) -> io::Result<(C::Reply, Vec<u8>)> {
     let mut out = Vec::with_capacity(C::STAGING_RESERVE);
-    let step = codec.start(&mut out);
+    let step = codec.start(&mut out)?;
     drive(stream, codec, out, step).await
 }
 
@@ -32,7 +32,7 @@ pub async fn dial<C: ClientCodec>(
     codec: &mut C,
 ) -> io::Result<(Stream, C::Reply, Vec<u8>)> {
     let mut out = Vec::with_capacity(C::STAGING_RESERVE);
-    let step = codec.start(&mut out);
+    let step = codec.start(&mut out)?;
     let (mut stream, sent) = connector.connect_sending(&out).await?;
     out.drain(..sent.min(out.len()));
     let (reply, ahead) = drive(&mut stream, codec, out, step).await?;

@@ -63,7 +63,7 @@ impl WsSettings {
         openssl::rand::rand_bytes(&mut nonce).map_err(io::Error::other)?;
         let mut codec = Upgrade::new(&self.host, &self.path, DEFAULT_USER_AGENT, early, &nonce);
         let mut out = Vec::with_capacity(512);
-        codec.start(&mut out);
+        codec.start(&mut out)?;
         stream.write_all(&out).await?;
         stream.flush().await?;
         let mut input = Vec::with_capacity(512);
