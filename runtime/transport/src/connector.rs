@@ -109,6 +109,20 @@ impl Connector {
 
     /// Resolves the server under the address family, connects to the first
     /// address that answers, sets keepalive and layers the transport.
+    /// The server's addresses, from the `servers` resolver in the address
+    /// family's order: what a dial tries, and where a protocol's own UDP
+    /// socket sends (Shadowsocks).
+    pub async fn server_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        let ips = order(
+            self.resolver.lookup(&self.server.host.name()).await?,
+            self.family,
+        );
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, self.server.port))
+            .collect())
+    }
+
     pub async fn connect(&self) -> io::Result<Stream> {
         Ok(self.connect_sending(&[]).await?.0)
     }
@@ -117,14 +131,7 @@ impl Connector {
     /// `first`, the stream's first bytes, inside its own handshake (a
     /// WebSocket's early data); returns how many of them it sent.
     pub async fn connect_sending(&self, first: &[u8]) -> io::Result<(Stream, usize)> {
-        let ips = order(
-            self.resolver.lookup(&self.server.host.name()).await?,
-            self.family,
-        );
-        let addrs: Vec<SocketAddr> = ips
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, self.server.port))
-            .collect();
+        let addrs = self.server_addrs().await?;
         if addrs.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,

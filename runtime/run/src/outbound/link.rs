@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -53,6 +54,12 @@ pub enum OutboundDatagram {
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
+}
+
+/// A datagram's source as a link compares it with its server's address:
+/// IPv4-mapped IPv6 addresses compare as the IPv4 address they carry.
+pub(super) fn endpoint(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(etemenanki_proto::socks::canonical(addr.ip()), addr.port())
 }
 
 /// An open in flight; the fan-out polls it beside the links already open,

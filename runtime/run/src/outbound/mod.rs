@@ -101,10 +101,8 @@ impl Outbound {
                 password,
             } => Kind::Shadowsocks(Box::new(Shadowsocks::new(
                 Connector::build(upstream, dialer.clone(), dns.servers.clone())?,
-                upstream,
                 *method,
                 password.expose(),
-                dns.servers.clone(),
             ))),
             OutboundProtocol::Ss2022 {
                 upstream,
@@ -118,12 +116,7 @@ impl Outbound {
                     .map(|k| k.expose().as_slice())
                     .collect();
                 let keys = Keys::new(*method, psk.expose(), &identities)?;
-                Kind::Ss2022(Box::new(Ss2022::new(
-                    connector,
-                    dns.servers.clone(),
-                    upstream.transport.address_family,
-                    keys,
-                )))
+                Kind::Ss2022(Box::new(Ss2022::new(connector, keys)))
             }
             OutboundProtocol::Vless { upstream, id } => {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;

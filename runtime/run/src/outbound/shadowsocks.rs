@@ -4,9 +4,8 @@
 //! derived once, when the outbound is built.
 
 use std::io;
-use std::net::SocketAddr;
 
-use etemenanki_ir::spec::{AddressFamily, SsMethod, Upstream};
+use etemenanki_ir::spec::SsMethod;
 use etemenanki_proto::aead::{Algorithm, MasterKey};
 use etemenanki_proto::shadowsocks::{SsDatagram, SsStream};
 use etemenanki_proto::Address;
@@ -16,7 +15,6 @@ use super::handshake::handshake;
 use super::shadowsocks_udp::SsUdp;
 use super::OutboundStream;
 use crate::framed::Framed;
-use crate::resolve::{order, Resolver};
 
 /// The client runtime's buffer each way (seed 000: 20,480 bytes).
 pub const SS_BUF: usize = SsStream::BUF_SIZE;
@@ -27,25 +25,13 @@ pub type SsFramed = Framed<Stream, SsStream, SS_BUF>;
 pub struct Shadowsocks {
     connector: Connector,
     master: MasterKey,
-    /// The `servers` resolver and the transport's address family, for the
-    /// server's UDP address.
-    resolver: Resolver,
-    family: AddressFamily,
 }
 
 impl Shadowsocks {
-    pub fn new(
-        connector: Connector,
-        upstream: &Upstream,
-        method: SsMethod,
-        password: &str,
-        resolver: Resolver,
-    ) -> Shadowsocks {
+    pub fn new(connector: Connector, method: SsMethod, password: &str) -> Shadowsocks {
         Shadowsocks {
             connector,
             master: MasterKey::from_password(Algorithm::from(method), password.as_bytes()),
-            resolver,
-            family: upstream.transport.address_family,
         }
     }
 
@@ -63,18 +49,12 @@ impl Shadowsocks {
 
     /// Resolves the server once and binds one UDP socket of its family.
     pub async fn open_udp(&self) -> io::Result<SsUdp> {
-        let server = self.connector.server();
-        let ips = order(
-            self.resolver.lookup(&server.host.name()).await?,
-            self.family,
-        );
-        let Some(&ip) = ips.first() else {
+        let Some(&server) = self.connector.server_addrs().await?.first() else {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 "shadowsocks: the server did not resolve",
             ));
         };
-        let server = SocketAddr::new(ip, server.port);
         let socket = self.connector.dialer().bind_udp(server.is_ipv6())?;
         Ok(SsUdp::new(
             socket,

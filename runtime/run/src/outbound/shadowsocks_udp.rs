@@ -15,8 +15,7 @@ use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 use tokio::net::UdpSocket;
 
-use super::link::DatagramLink;
-use super::socks_udp::endpoint;
+use super::link::{endpoint, DatagramLink};
 use crate::buffers;
 
 /// The largest UDP payload.

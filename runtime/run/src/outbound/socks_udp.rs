@@ -12,7 +12,7 @@ use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UdpSocket;
 
-use super::link::DatagramLink;
+use super::link::{endpoint, DatagramLink};
 
 /// The receive buffer: the largest UDP payload plus its header.
 const RECV_BUF: usize = 64 * 1024;
@@ -32,11 +32,6 @@ fn control_closed() -> io::Error {
         io::ErrorKind::BrokenPipe,
         "socks: the control connection closed",
     )
-}
-
-/// IPv4-mapped IPv6 addresses compare as the IPv4 address they carry.
-pub(super) fn endpoint(addr: SocketAddr) -> SocketAddr {
-    SocketAddr::new(etemenanki_proto::socks::canonical(addr.ip()), addr.port())
 }
 
 impl SocksUdp {

@@ -6,7 +6,6 @@ use std::io;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use etemenanki_ir::spec::AddressFamily;
 use etemenanki_proto::ss2022::{Keys, Ss2022Stream, UdpSession};
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
@@ -15,7 +14,6 @@ use super::handshake::handshake;
 use super::ss2022_udp::Ss2022Udp;
 use super::OutboundStream;
 use crate::framed::Framed;
-use crate::resolve::{order, Resolver};
 
 /// Seed 000's SS2022_BUF: one chunk of 0xFFFF bytes with its overhead,
 /// the largest frame ss-rust and sing-box send; two per moving flow.
@@ -27,24 +25,15 @@ pub type Ss2022Framed = Framed<etemenanki_transport::Stream, Ss2022Stream, SS202
 pub struct Ss2022 {
     connector: Connector,
     keys: Arc<Keys>,
-    /// The `servers` resolver and the transport's address family: a UDP
-    /// session resolves the server once, when it opens.
-    resolver: Resolver,
-    family: AddressFamily,
 }
 
 impl Ss2022 {
-    pub fn new(
-        connector: Connector,
-        resolver: Resolver,
-        family: AddressFamily,
-        keys: Keys,
-    ) -> Ss2022 {
+    /// A UDP session resolves the server once, when it opens, as the
+    /// connector's dial does.
+    pub fn new(connector: Connector, keys: Keys) -> Ss2022 {
         Ss2022 {
             connector,
             keys: Arc::new(keys),
-            resolver,
-            family,
         }
     }
 
@@ -64,19 +53,20 @@ impl Ss2022 {
     /// Opens a UDP session: the server resolved once, one socket of its
     /// family under the socket policy, a fresh session id.
     pub async fn associate(&self) -> io::Result<Ss2022Udp> {
-        let server = self.connector.server();
-        let ips = order(
-            self.resolver.lookup(&server.host.name()).await?,
-            self.family,
-        );
-        let ip = ips.first().copied().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "shadowsocks-2022: the server did not resolve",
-            )
-        })?;
-        let socket = self.connector.dialer().bind_udp(ip.is_ipv6())?;
+        let server = self
+            .connector
+            .server_addrs()
+            .await?
+            .first()
+            .copied()
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "shadowsocks-2022: the server did not resolve",
+                )
+            })?;
+        let socket = self.connector.dialer().bind_udp(server.is_ipv6())?;
         let session = UdpSession::new(self.keys.clone())?;
-        Ok(Ss2022Udp::new(socket, (ip, server.port).into(), session))
+        Ok(Ss2022Udp::new(socket, server, session))
     }
 }

@@ -12,7 +12,7 @@ use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 use tokio::net::UdpSocket;
 
-use super::link::DatagramLink;
+use super::link::{endpoint, DatagramLink};
 
 /// The largest datagram sent or received: what one UDP packet can carry.
 const DATAGRAM: usize = 65_535;
@@ -25,11 +25,6 @@ pub struct Ss2022Udp {
     session: UdpSession,
     send: Box<[u8]>,
     recv: Box<[u8]>,
-}
-
-/// IPv4-mapped IPv6 addresses compare as the IPv4 address they carry.
-fn endpoint(addr: SocketAddr) -> SocketAddr {
-    SocketAddr::new(etemenanki_proto::socks::canonical(addr.ip()), addr.port())
 }
 
 impl Ss2022Udp {
