@@ -19,8 +19,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-#[cfg(test)]
-use etemenanki_ir::route::RouteTable;
 use etemenanki_ir::route::{FlowKey, Host, Network};
 use etemenanki_proto::Address;
 
@@ -36,16 +34,6 @@ pub struct RouteInput<'a> {
     pub inbound_tag: &'a str,
     pub source: Option<IpAddr>,
     pub network: Network,
-}
-
-/// The chosen target tag and the index of the rule that chose it (`None`
-/// for the default), by the table alone: the tests' view of a lookup.
-#[cfg(test)]
-pub fn pick<'t>(table: &'t RouteTable, input: &RouteInput<'_>) -> (&'t str, Option<usize>) {
-    let name = input.destination.domain().map(lowercase);
-    let sniffed = input.sniffed.map(lowercase);
-    let decision = table.route(&flow_key(input, name.as_deref(), sniffed.as_deref()));
-    (decision.target, decision.rule)
 }
 
 /// The table's key for `input`; `name` and `sniffed` are the destination
@@ -214,8 +202,17 @@ fn lowercase(name: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etemenanki_ir::route::{Cidr, DomainStrategy, PortRange, Rule};
+    use etemenanki_ir::route::{Cidr, DomainStrategy, PortRange, RouteTable, Rule};
     use etemenanki_ir::spec::DnsSpec;
+
+    /// The chosen target tag and the index of the rule that chose it (`None`
+    /// for the default), by the table alone: the tests' view of a lookup.
+    fn pick<'t>(table: &'t RouteTable, input: &RouteInput<'_>) -> (&'t str, Option<usize>) {
+        let name = input.destination.domain().map(lowercase);
+        let sniffed = input.sniffed.map(lowercase);
+        let decision = table.route(&flow_key(input, name.as_deref(), sniffed.as_deref()));
+        (decision.target, decision.rule)
+    }
 
     use crate::id::OutboundId;
     use crate::plane::Target;
