@@ -345,26 +345,35 @@ pub(super) fn inbound(a: &InboundSpec, b: &InboundSpec) -> Vec<Change> {
             P::Trojan {
                 passwords: a,
                 transport: ta,
+                fallback: fa,
             },
             P::Trojan {
                 passwords: b,
                 transport: tb,
+                fallback: fb,
             },
         ) => {
             f.check("passwords", a, b);
             server_transport(&mut f, ta, tb);
+            f.check("fallback", fa, fb);
         }
         (
             P::Vless {
                 ids: a,
                 transport: ta,
+                fallback: fa,
             },
             P::Vless {
                 ids: b,
                 transport: tb,
+                fallback: fb,
             },
-        )
-        | (
+        ) => {
+            f.check("ids", a, b);
+            server_transport(&mut f, ta, tb);
+            f.check("fallback", fa, fb);
+        }
+        (
             P::Vmess {
                 ids: a,
                 transport: ta,
