@@ -42,6 +42,14 @@ impl fmt::Display for Change {
     }
 }
 
+impl Change {
+    /// A change of a proxy-protocol inbound's user list only, which the
+    /// running inbound takes without a rebuild.
+    pub fn is_users(&self) -> bool {
+        matches!(self, Change::Field("passwords" | "ids" | "users"))
+    }
+}
+
 /// Collects the names of the fields that differ, in the order they are checked.
 #[derive(Default)]
 struct Fields(Vec<Change>);

@@ -198,6 +198,7 @@ impl Runtime {
                         inbound_spec,
                         self.limits.clone(),
                         self.plane.clone(),
+                        dialer.clone(),
                         handoff,
                     )
                     .map_err(fail)?;

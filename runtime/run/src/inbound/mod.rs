@@ -3,8 +3,10 @@
 //! outbound it opens.
 
 mod admission;
+mod datagrams;
 mod handshake;
 mod http;
+mod refused;
 mod sniff;
 mod socks;
 mod udp;
@@ -16,15 +18,16 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
-use etemenanki_transport::{listen, Acceptor, Stream};
+use etemenanki_transport::{listen, Acceptor};
 use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::connect::Opened;
+use crate::dial::Dialer;
 use crate::plane::Plane;
-use crate::relay::{relay, Ended};
+use crate::relay::{relay, Ended, Relayed};
 use admission::{Admission, Handshaking};
 
 /// The sleep after an accept error that is not transient (for example when
@@ -48,6 +51,8 @@ pub struct Shared {
     /// the connections of a reused inbound too.
     pub limits: Arc<ArcSwap<Limits>>,
     pub plane: Arc<ArcSwap<Plane>>,
+    /// Dials a refused client's fallback, under the socket policy.
+    pub dialer: Dialer,
     serve: Serve,
     acceptor: Acceptor,
     admission: Admission,
@@ -76,6 +81,7 @@ impl Inbound {
         spec: &InboundSpec,
         limits: Arc<ArcSwap<Limits>>,
         plane: Arc<ArcSwap<Plane>>,
+        dialer: Dialer,
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
         let (serve, accounts, tls) = match &spec.protocol {
@@ -112,6 +118,7 @@ impl Inbound {
             admission: Admission::new(&limits.load()),
             limits,
             plane,
+            dialer,
         });
         Ok(Inbound {
             socket,
@@ -244,9 +251,9 @@ fn handshake_timed_out(limit: Duration) -> io::Error {
 
 /// Writes `early` (bytes the client sent before the outbound existed) to
 /// the outbound, then relays until the connection ends.
-async fn relay_opened(
+async fn relay_opened<C: Relayed>(
     shared: &Shared,
-    mut client: Stream,
+    mut client: C,
     mut opened: Opened,
     early: &[u8],
 ) -> io::Result<()> {

@@ -13,7 +13,6 @@ mod socks_udp;
 mod ss2022;
 mod ss2022_udp;
 mod stream;
-mod stream_datagrams;
 mod trojan;
 mod vless;
 mod vless_stream;
