@@ -2,12 +2,12 @@
 //! request captured from another client opened by that server.
 
 use std::io;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use super::body::{BodyOpener, HEADROOM, TAILROOM};
-use super::test_support::{hex, open_request, respond};
+use super::test_support::{at, dial_bytes, entropy, hex, open_request, respond, uuid};
 use super::*;
-use crate::codec::{ClientCodec, ClientStep, DatagramCodec, Opened, StreamCodec};
+use crate::codec::{DatagramCodec, Opened, StreamCodec};
 use crate::Address;
 
 const SECURITIES: [Security; 4] = [
@@ -16,30 +16,6 @@ const SECURITIES: [Security; 4] = [
     Security::None,
     Security::Zero,
 ];
-
-fn uuid() -> [u8; 16] {
-    etemenanki_ir::spec::Uuid::parse("b831381d-6324-4d53-ad4f-8cda48b30811")
-        .unwrap()
-        .0
-}
-
-fn entropy(seed: u8) -> Entropy {
-    let bytes: Vec<u8> = (0..Entropy::LEN as u8)
-        .map(|i| i.wrapping_mul(29) ^ seed)
-        .collect();
-    Entropy::from_bytes(&bytes.try_into().unwrap())
-}
-
-fn at(secs: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(secs)
-}
-
-/// The bytes a request's codec writes at dial.
-fn dial_bytes(mut request: Request) -> Vec<u8> {
-    let mut out = Vec::new();
-    assert_eq!(request.start(&mut out).unwrap(), ClientStep::Open(()));
-    out
-}
 
 #[test]
 fn a_sealed_request_opens_on_the_server_with_every_field_in_place() {
