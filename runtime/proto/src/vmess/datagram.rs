@@ -50,15 +50,11 @@ impl VmessDatagram {
     /// `target`, and the response header is staged before the first reply
     /// by the request, not by this codec.
     pub fn server(session: &Session, layout: Layout, target: Address) -> io::Result<Self> {
+        let (sealer, opener) = session.server_body(layout)?;
         Ok(Self {
-            sealer: BodySealer::with_layout(
-                session.security,
-                layout,
-                &session.response,
-                &session.padding_seed,
-            )?,
+            sealer,
             response: None,
-            opener: BodyOpener::with_layout(session.security, layout, &session.request)?,
+            opener,
             target,
             opened: 0,
         })

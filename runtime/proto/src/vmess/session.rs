@@ -3,9 +3,11 @@
 
 use ring::digest::{digest, Context, SHA256};
 
-use super::body::BodyKey;
+use std::io;
+
+use super::body::{BodyKey, BodyOpener, BodySealer};
 use super::header::Entropy;
-use super::security::Security;
+use super::security::{Layout, Security};
 
 pub struct Session {
     pub security: Security,
@@ -51,6 +53,15 @@ impl Session {
         seed.update(&session.response.iv);
         session.padding_seed.copy_from_slice(seed.finish().as_ref());
         session
+    }
+
+    /// A server's halves of the body under `layout`: its chunks sealed
+    /// with the response keys, the client's opened with the request's.
+    pub(super) fn server_body(&self, layout: Layout) -> io::Result<(BodySealer, BodyOpener)> {
+        Ok((
+            BodySealer::with_layout(self.security, layout, &self.response, &self.padding_seed)?,
+            BodyOpener::with_layout(self.security, layout, &self.request)?,
+        ))
     }
 
     fn from_request(

@@ -40,15 +40,11 @@ impl VmessStream {
     /// The server's side of a TCP request's `session`, laid out as its
     /// options say.
     pub fn server(session: &Session, layout: Layout) -> io::Result<Self> {
+        let (sealer, opener) = session.server_body(layout)?;
         Ok(Self {
-            sealer: BodySealer::with_layout(
-                session.security,
-                layout,
-                &session.response,
-                &session.padding_seed,
-            )?,
+            sealer,
             response: None,
-            opener: BodyOpener::with_layout(session.security, layout, &session.request)?,
+            opener,
         })
     }
 }
