@@ -20,6 +20,7 @@
 
 mod address;
 mod block;
+mod chunks;
 mod error;
 mod identity;
 mod kdf;
