@@ -30,7 +30,7 @@ use std::time::SystemTime;
 
 use super::udp::{open, seal_fresh};
 use super::{Incoming, Outgoing, MAX_SALT_LEN};
-use crate::aead::{self, ChunkOpener, MasterKey, AeadError, RESERVE, TAG_LEN};
+use crate::aead::{self, AeadError, ChunkOpener, MasterKey, RESERVE, TAG_LEN};
 use crate::codec::{
     FlowKind, Opened, Packet, Refusal, ServerCore, ServerRequest, ServerStep, StreamCodec,
 };
@@ -40,26 +40,22 @@ use crate::Address;
 pub use super::salt_filter::SaltFilter;
 pub use super::udp::{HEADROOM as UDP_HEADROOM, TAILROOM as UDP_TAILROOM};
 
-enum State {
-    /// Waiting for the client's salt.
-    Salt,
-    /// Opening chunks under the session key of the client's salt.
-    Chunks {
-        opener: ChunkOpener,
-        salt: [u8; MAX_SALT_LEN],
-        /// Whether the salt went into the filter: once, with the first
-        /// chunk that authenticated.
-        recorded: bool,
-    },
-    /// The request was handed out.
-    Done,
+/// Past the client's salt: the chunks under its session key.
+struct Opening {
+    opener: ChunkOpener,
+    salt: [u8; MAX_SALT_LEN],
+    /// Whether the salt went into the filter: once, with the first chunk
+    /// that authenticated.
+    recorded: bool,
 }
 
 /// The server side of one Shadowsocks AEAD connection's handshake.
 pub struct Core {
     master: MasterKey,
     filter: Arc<SaltFilter>,
-    state: State,
+    /// Once the salt is in, until the request is handed out.
+    opening: Option<Opening>,
+    done: bool,
     /// How many bytes the next step takes: a length record, or the chunk
     /// whose length it gave.
     needed: usize,
@@ -74,11 +70,17 @@ impl Core {
         Core {
             master,
             filter,
-            state: State::Salt,
+            opening: None,
+            done: false,
             needed: RESERVE,
             plain: Vec::new(),
         }
     }
+}
+
+/// A core called again after it handed out its request.
+fn already_opened() -> Refusal {
+    Refusal::silent("shadowsocks: the request was already opened")
 }
 
 fn refuse(error: AeadError) -> Refusal {
@@ -96,8 +98,11 @@ impl ServerCore for Core {
         _now: SystemTime,
         _out: &mut Vec<u8>,
     ) -> Result<ServerStep<Request>, Refusal> {
+        if self.done {
+            return Err(already_opened());
+        }
         let mut at = 0;
-        if let State::Salt = self.state {
+        if self.opening.is_none() {
             let salt_len = self.master.salt_len();
             let Some(client_salt) = input.get(..salt_len) else {
                 return Ok(ServerStep::NeedMore { consumed: 0 });
@@ -105,22 +110,20 @@ impl ServerCore for Core {
             let mut salt = [0; MAX_SALT_LEN];
             salt[..salt_len].copy_from_slice(client_salt);
             let key = self.master.session_key(client_salt).map_err(refuse)?;
-            self.state = State::Chunks {
+            self.opening = Some(Opening {
                 opener: ChunkOpener::new(key),
                 salt,
                 recorded: false,
-            };
+            });
             at = salt_len;
         }
-        let State::Chunks {
+        let Some(Opening {
             opener,
             salt,
             recorded,
-        } = &mut self.state
+        }) = &mut self.opening
         else {
-            return Err(Refusal::silent(
-                "shadowsocks: the request was already opened",
-            ));
+            return Err(already_opened());
         };
         loop {
             let rest = &input[at..];
@@ -173,12 +176,10 @@ impl ServerCore for Core {
             if !self.filter.insert(outgoing.salt()) {
                 return Err(Refusal::silent("shadowsocks: a replayed salt"));
             }
-            let State::Chunks { opener, .. } = std::mem::replace(&mut self.state, State::Done)
-            else {
-                return Err(Refusal::silent(
-                    "shadowsocks: the request was already opened",
-                ));
+            let Some(Opening { opener, .. }) = self.opening.take() else {
+                return Err(already_opened());
             };
+            self.done = true;
             return Ok(ServerStep::Open {
                 consumed: at,
                 request: Request {
@@ -414,12 +415,20 @@ mod tests {
                 let (request, rest) = drive(&mut core, &wire, split).unwrap().unwrap();
                 assert_eq!(request.destination(), &dest());
                 assert_eq!(request.kind(), FlowKind::Stream);
-                assert_eq!(request.first_bytes(), b"", "our client sends the address alone");
+                assert_eq!(
+                    request.first_bytes(),
+                    b"",
+                    "our client sends the address alone"
+                );
                 let mut stream = request.into_codec();
                 assert_eq!(frames(|b| stream.open(b), &rest).unwrap(), [b"ping"]);
 
                 let mut reply = seal_reply(&mut stream, b"pong");
-                assert_eq!(reply.len(), algorithm.key_len() + 34 + 4, "salt, then the chunk");
+                assert_eq!(
+                    reply.len(),
+                    algorithm.key_len() + 34 + 4,
+                    "salt, then the chunk"
+                );
                 reply.extend_from_slice(&seal_reply(&mut stream, b"again"));
                 assert!(seal_reply(&mut stream, b"").is_empty());
                 let got = frames(|b| client.open(b), &reply).unwrap();
@@ -445,9 +454,7 @@ mod tests {
                 let first = whole.unwrap_or(plain.len());
                 assert_eq!(request.first_bytes(), &plain[address..first], "{cuts:?}");
                 let mut stream = request.into_codec();
-                let after: Vec<u8> = frames(|b| stream.open(b), &rest)
-                    .unwrap()
-                    .concat();
+                let after: Vec<u8> = frames(|b| stream.open(b), &rest).unwrap().concat();
                 assert_eq!(after, &plain[first..]);
             }
         }
