@@ -1,6 +1,9 @@
 //! Shadowsocks AEAD (SIP004), the legacy methods aes-128-gcm, aes-256-gcm
-//! and chacha20-ietf-poly1305: the client stream codec, and the UDP codec
-//! both ends share.
+//! and chacha20-ietf-poly1305: the client stream codec, the server core,
+//! and the UDP codec both ends share.
+//!
+//! The server half is [`server`]: the TCP core, its stream codec, the salt
+//! filter an inbound shares, and the UDP packet functions.
 //!
 //! A stream is, each way, a random salt and then the chunks of
 //! [`crate::aead`] under the session key HKDF-SHA1(master, salt,
@@ -17,6 +20,8 @@
 //!
 //! [`MasterKey::from_password`]: crate::aead::MasterKey::from_password
 
+mod salt_filter;
+pub mod server;
 mod session;
 mod stream;
 mod udp;

@@ -22,7 +22,7 @@ pub(super) struct Key {
 }
 
 impl Key {
-    fn new(bytes: &[u8], len: usize) -> Result<Key, Ss2022Error> {
+    pub fn new(bytes: &[u8], len: usize) -> Result<Key, Ss2022Error> {
         if bytes.len() != len {
             return Err(Ss2022Error::KeyLength);
         }

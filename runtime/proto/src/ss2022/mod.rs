@@ -1,4 +1,4 @@
-//! Shadowsocks 2022 (SIP022), the client side: TCP streams and UDP
+//! Shadowsocks 2022 (SIP022), client and server: TCP streams and UDP
 //! sessions, single-user or through identity headers (SIP023) for
 //! multi-user servers.
 //!
@@ -14,21 +14,28 @@
 //!   2022-blake3-chacha20-poly1305; replies are checked against a sliding
 //!   window of packet ids per server session.
 //!
+//! The server half is [`server`]: [`server::Users`], the TCP core and its
+//! stream codec, and the UDP client sessions.
+//!
 //! Time is the caller's: the request is stamped with the `now` it passes,
 //! and replies are checked against the clock it hands in. Fresh salts,
 //! session ids and nonces come from the system's CSPRNG (ring).
 
 mod address;
 mod block;
+mod chunks;
 mod error;
 mod identity;
 mod kdf;
 mod random;
 mod replay;
+pub mod server;
 mod stream;
 mod udp;
 mod udp_aes;
 mod udp_chacha;
+mod udp_server;
+mod users;
 
 pub use error::Ss2022Error;
 pub use kdf::Keys;

@@ -24,8 +24,8 @@ use super::{BLOCK_LEN, MAX_IDENTITIES};
 use crate::aead::{SessionKey, TAG_LEN};
 use crate::Address;
 
-const CLIENT_PACKET: u8 = 0;
-const SERVER_PACKET: u8 = 1;
+pub(super) const CLIENT_PACKET: u8 = 0;
+pub(super) const SERVER_PACKET: u8 = 1;
 /// Type, timestamp and padding length.
 pub(super) const MESSAGE_HEADER: usize = 1 + 8 + 2;
 /// A reply's: type, timestamp, client session id, padding length.
