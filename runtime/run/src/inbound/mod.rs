@@ -6,6 +6,7 @@ mod admission;
 mod datagrams;
 mod handshake;
 mod http;
+mod proxy;
 mod refused;
 mod sniff;
 mod socks;
@@ -14,10 +15,14 @@ mod udp;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
+use etemenanki_ir::spec::{
+    InboundProtocol, InboundSpec, InboundTransport, Limits, Secret, ServerShape, ServerTls, Uuid,
+};
+use etemenanki_proto::aead::{Algorithm, MasterKey};
+use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess};
 use etemenanki_transport::{listen, Acceptor};
 use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
@@ -34,11 +39,127 @@ use admission::{Admission, Handshaking};
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The protocol core an inbound serves each connection with.
-#[derive(Clone, Copy)]
+/// The protocol core an inbound serves each connection with, and what its
+/// connections share: user tables with their keys derived once, and the
+/// replay filters.
 enum Serve {
-    Socks { udp: bool },
+    Socks {
+        udp: bool,
+    },
     Http,
+    Trojan {
+        users: Arc<trojan::server::Users>,
+        fallback: Option<SocketAddr>,
+    },
+    Vless {
+        users: Arc<vless::server::Users>,
+        fallback: Option<SocketAddr>,
+    },
+    Vmess {
+        users: Arc<vmess::server::Users>,
+        replay: Arc<vmess::server::ReplayFilter>,
+    },
+    Shadowsocks {
+        master: MasterKey,
+        salts: Arc<shadowsocks::server::SaltFilter>,
+    },
+    Ss2022 {
+        users: Arc<ss2022::server::Users>,
+        salts: Arc<ss2022::server::SaltFilter>,
+    },
+}
+
+impl Serve {
+    /// The core of `protocol`, and the TLS its transport serves.
+    fn build(protocol: &InboundProtocol) -> io::Result<(Serve, Option<&ServerTls>)> {
+        let ids = |ids: &[Secret<Uuid>]| -> Vec<[u8; 16]> {
+            ids.iter().map(|id| id.expose().0).collect()
+        };
+        Ok(match protocol {
+            InboundProtocol::Socks { udp, tls, .. } => (Serve::Socks { udp: *udp }, tls.as_ref()),
+            InboundProtocol::Http { tls, .. } => (Serve::Http, tls.as_ref()),
+            InboundProtocol::Trojan {
+                passwords,
+                transport,
+                fallback,
+            } => {
+                let passwords: Vec<&str> = passwords.iter().map(|p| p.expose().as_str()).collect();
+                let users = Arc::new(trojan::server::Users::new(&passwords));
+                let serve = Serve::Trojan {
+                    users,
+                    fallback: *fallback,
+                };
+                (serve, plain_shape(transport)?)
+            }
+            InboundProtocol::Vless {
+                ids: list,
+                transport,
+                fallback,
+            } => {
+                let users = Arc::new(vless::server::Users::new(&ids(list)));
+                let serve = Serve::Vless {
+                    users,
+                    fallback: *fallback,
+                };
+                (serve, plain_shape(transport)?)
+            }
+            InboundProtocol::Vmess {
+                ids: list,
+                transport,
+            } => {
+                let serve = Serve::Vmess {
+                    users: Arc::new(vmess::server::Users::new(&ids(list))),
+                    replay: Arc::new(vmess::server::ReplayFilter::new()),
+                };
+                (serve, plain_shape(transport)?)
+            }
+            InboundProtocol::Shadowsocks {
+                method, password, ..
+            } => {
+                let master = MasterKey::from_password(
+                    Algorithm::from(*method),
+                    password.expose().as_bytes(),
+                );
+                let serve = Serve::Shadowsocks {
+                    master,
+                    salts: Arc::new(shadowsocks::server::SaltFilter::new()),
+                };
+                (serve, None)
+            }
+            InboundProtocol::Ss2022 {
+                method, psk, users, ..
+            } => {
+                let users: Vec<&[u8]> = users.iter().map(|u| u.expose().as_slice()).collect();
+                let users =
+                    ss2022::server::Users::new(*method, psk.expose(), &users, SystemTime::now)?;
+                let serve = Serve::Ss2022 {
+                    users: Arc::new(users),
+                    salts: Arc::new(ss2022::server::SaltFilter::new()),
+                };
+                (serve, None)
+            }
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "the {} inbound is not supported by this runtime yet",
+                        other.name()
+                    ),
+                ))
+            }
+        })
+    }
+}
+
+/// The TLS of a transport this runtime serves: tcp, with or without TLS.
+fn plain_shape(transport: &InboundTransport) -> io::Result<Option<&ServerTls>> {
+    match transport.shape {
+        ServerShape::Tcp => Ok(transport.tls.as_ref()),
+        ServerShape::Ws { .. } | ServerShape::Grpc { .. } => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this inbound transport is not supported by this runtime yet",
+        )),
+    }
 }
 
 /// What every connection of one inbound shares.
@@ -84,26 +205,17 @@ impl Inbound {
         dialer: Dialer,
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
-        let (serve, accounts, tls) = match &spec.protocol {
-            InboundProtocol::Socks { accounts, udp, tls } => {
-                (Serve::Socks { udp: *udp }, accounts, tls)
+        let (serve, tls) = Serve::build(&spec.protocol)?;
+        let accounts = match &spec.protocol {
+            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
+                accounts
+                    .iter()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
+                    .collect()
             }
-            InboundProtocol::Http { accounts, tls } => (Serve::Http, accounts, tls),
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!(
-                        "the {} inbound is not supported by this runtime yet",
-                        other.name()
-                    ),
-                ))
-            }
+            _ => Vec::new(),
         };
-        let accounts = accounts
-            .iter()
-            .map(|a| (a.user.clone(), a.pass.expose().clone()))
-            .collect();
-        let acceptor = Acceptor::build(tls.as_ref())?;
+        let acceptor = Acceptor::build(tls)?;
         let socket = match handoff {
             Some(socket) => socket,
             None => listen(spec.listen)?,
@@ -232,9 +344,55 @@ async fn serve(
 ) -> io::Result<()> {
     let limit = shared.limits.load().handshake_timeout;
     let client = shared.acceptor.accept(socket, limit).await?;
-    match shared.serve {
-        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
+    match &shared.serve {
+        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
+        Serve::Trojan { users, fallback } => {
+            proxy::trojan(shared, client, peer, handshake, users.clone(), *fallback).await
+        }
+        Serve::Vless { users, fallback } => {
+            proxy::vless(shared, client, peer, handshake, users.clone(), *fallback).await
+        }
+        Serve::Vmess { users, replay } => {
+            proxy::vmess(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                replay.clone(),
+            )
+            .await
+        }
+        Serve::Shadowsocks { master, salts } => {
+            proxy::shadowsocks(
+                shared,
+                client,
+                peer,
+                handshake,
+                master.clone(),
+                salts.clone(),
+            )
+            .await
+        }
+        Serve::Ss2022 { users, salts } => {
+            proxy::ss2022(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                salts.clone(),
+            )
+            .await
+        }
+    }
+}
+
+impl Shared {
+    /// When a handshake starting now must be done.
+    fn handshake_deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.limits.load().handshake_timeout
     }
 }
 
