@@ -10,6 +10,7 @@ mod proxy;
 mod refused;
 mod sniff;
 mod socks;
+mod ss_udp;
 mod udp;
 
 use std::io;
@@ -187,8 +188,12 @@ pub struct Inbound {
     socket: Socket,
     listen: SocketAddr,
     listener: Option<TcpListener>,
+    /// A Shadowsocks inbound's UDP socket, on the listener's port, kept
+    /// for the inbound that replaces this one too.
+    udp: Option<(Socket, ss_udp::Keys)>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
+    udp_task: Option<JoinHandle<()>>,
     /// Connections end when this sender is dropped.
     stop: watch::Sender<()>,
 }
@@ -203,7 +208,7 @@ impl Inbound {
         limits: Arc<ArcSwap<Limits>>,
         plane: Arc<ArcSwap<Plane>>,
         dialer: Dialer,
-        handoff: Option<Socket>,
+        handoff: Option<Handoff>,
     ) -> io::Result<Inbound> {
         let (serve, tls) = Serve::build(&spec.protocol)?;
         let accounts = match &spec.protocol {
@@ -216,11 +221,30 @@ impl Inbound {
             _ => Vec::new(),
         };
         let acceptor = Acceptor::build(tls)?;
-        let socket = match handoff {
-            Some(socket) => socket,
-            None => listen(spec.listen)?,
+        let (socket, udp_handoff) = match handoff {
+            Some(Handoff { tcp, udp }) => (tcp, udp),
+            None => (listen(spec.listen)?, None),
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
+        let udp_keys = match (&spec.protocol, &serve) {
+            (InboundProtocol::Shadowsocks { udp: true, .. }, Serve::Shadowsocks { master, .. }) => {
+                Some(ss_udp::Keys::Aead(master.clone()))
+            }
+            (InboundProtocol::Ss2022 { udp: true, .. }, Serve::Ss2022 { users, .. }) => {
+                Some(ss_udp::Keys::Ss2022(users.clone()))
+            }
+            _ => None,
+        };
+        let udp = match udp_keys {
+            Some(keys) => {
+                let udp = match udp_handoff {
+                    Some(udp) => udp,
+                    None => Socket::from(ss_udp::bind(listener.local_addr()?)?),
+                };
+                Some((udp, keys))
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
@@ -236,8 +260,10 @@ impl Inbound {
             socket,
             listen: spec.listen,
             listener: Some(listener),
+            udp,
             shared,
             accept: None,
+            udp_task: None,
             stop: watch::channel(()).0,
         })
     }
@@ -247,9 +273,18 @@ impl Inbound {
     /// `addr` with port 0 asks for any port: only the inbound being
     /// replaced (`same_tag`) hands its socket over, so it keeps its port,
     /// and a new inbound never takes another's.
-    pub fn handoff(&self, addr: SocketAddr, same_tag: bool) -> Option<io::Result<Socket>> {
+    pub fn handoff(&self, addr: SocketAddr, same_tag: bool) -> Option<io::Result<Handoff>> {
         let any_port = addr.port() == 0;
-        (self.listen == addr && (same_tag || !any_port)).then(|| self.socket.try_clone())
+        (self.listen == addr && (same_tag || !any_port)).then(|| {
+            Ok(Handoff {
+                tcp: self.socket.try_clone()?,
+                udp: self
+                    .udp
+                    .as_ref()
+                    .map(|(udp, _)| udp.try_clone())
+                    .transpose()?,
+            })
+        })
     }
 
     /// The address the listening socket is bound to: for port 0, the port
@@ -269,13 +304,34 @@ impl Inbound {
             let stop = self.stop.subscribe();
             self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
         }
+        if self.udp_task.is_none() {
+            if let Some((udp, keys)) = self.udp.as_ref() {
+                let socket = udp
+                    .try_clone()
+                    .and_then(|udp| tokio::net::UdpSocket::from_std(udp.into()));
+                match socket {
+                    Ok(socket) => {
+                        let task = ss_udp::serve(self.shared.clone(), socket, keys.clone());
+                        self.udp_task = Some(tokio::spawn(task));
+                    }
+                    Err(e) => tracing::warn!("inbound {}: udp not served: {e}", self.shared.tag),
+                }
+            }
+        }
     }
+}
+
+/// The sockets an inbound hands over to the one that replaces it on the
+/// same address.
+pub struct Handoff {
+    tcp: Socket,
+    udp: Option<Socket>,
 }
 
 impl Drop for Inbound {
     fn drop(&mut self) {
-        if let Some(accept) = &self.accept {
-            accept.abort();
+        for task in [&self.accept, &self.udp_task].into_iter().flatten() {
+            task.abort();
         }
     }
 }
