@@ -96,7 +96,7 @@ impl Server {
             match self.socket.poll_recv_from(cx, &mut read) {
                 Poll::Ready(Ok(from)) => {
                     let n = read.filled().len();
-                    self.from_client(cx, from, n);
+                    self.route_packet(cx, from, n);
                     moved = true;
                 }
                 Poll::Ready(Err(e)) => {
@@ -115,7 +115,7 @@ impl Server {
 
     /// Opens the client's packet of `n` bytes and routes it; one that does
     /// not open is dropped without a word, as the real servers drop it.
-    fn from_client(&mut self, cx: &mut Context<'_>, from: SocketAddr, n: usize) {
+    fn route_packet(&mut self, cx: &mut Context<'_>, from: SocketAddr, n: usize) {
         let now = SystemTime::now();
         let buf = &mut self.recv[..n];
         let (key, packet, session) = match &self.keys {
