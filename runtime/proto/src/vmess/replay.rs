@@ -36,7 +36,7 @@ struct Seen {
 
 /// Why an id was not accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rejected {
+pub(super) enum Rejected {
     Replayed,
     Full,
 }
@@ -66,13 +66,13 @@ impl ReplayFilter {
     }
 
     /// Whether `id` was accepted before.
-    pub fn seen(&self, id: &[u8; 16]) -> bool {
+    pub(super) fn seen(&self, id: &[u8; 16]) -> bool {
         self.lock().ids.contains_key(id)
     }
 
     /// Accepts `id`, of a request made at `time`, seen at `now` (Unix
     /// seconds), unless it was accepted before.
-    pub fn accept(&self, id: [u8; 16], time: u64, now: u64) -> Result<(), Rejected> {
+    pub(super) fn accept(&self, id: [u8; 16], time: u64, now: u64) -> Result<(), Rejected> {
         let mut seen = self.lock();
         if now >= seen.next_sweep {
             seen.ids.retain(|_, t| t.saturating_add(WINDOW) >= now);
@@ -114,6 +114,23 @@ mod tests {
             assert!(filter.seen(&id(n)));
             assert_eq!(filter.accept(id(n), 1000, 1000), Err(Rejected::Replayed));
         }
+    }
+
+    #[test]
+    fn of_connections_racing_with_one_id_exactly_one_is_accepted() {
+        let filter = std::sync::Arc::new(ReplayFilter::new());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let filter = filter.clone();
+                std::thread::spawn(move || {
+                    let mine = (0..50).filter(|n| filter.accept(id(1000 * t + n), 5, 5).is_ok());
+                    (mine.count(), filter.accept(id(999_999), 5, 5).is_ok())
+                })
+            })
+            .collect();
+        let results: Vec<(usize, bool)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(results.iter().all(|&(distinct, _)| distinct == 50));
+        assert_eq!(results.iter().filter(|&&(_, won)| won).count(), 1);
     }
 
     #[test]

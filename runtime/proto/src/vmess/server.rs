@@ -810,6 +810,39 @@ mod tests {
         }
     }
 
+    /// What v2ray's server sends when its upstream ends: a chunk with no
+    /// payload, which a client takes as the end of the stream. Sealing no
+    /// bytes makes it; a raw body (`zero`) has none.
+    #[test]
+    fn sealing_no_bytes_makes_the_end_of_stream_chunk() {
+        let target = Address::Ip("192.0.2.1:80".parse().unwrap());
+        for security in SECURITIES {
+            let (header, session) = client(security, Command::Tcp, &target, NOW, 1);
+            let request = open(&mut core(), &header, NOW);
+            let mut wire = Vec::new();
+            request.on_connected("0.0.0.0:0".parse().unwrap(), &mut wire);
+            let mut server = request.into_codec().unwrap();
+            let mut buf = [0u8; HEADROOM + TAILROOM];
+            let end = server.seal(&mut buf, 0).unwrap();
+            wire.extend_from_slice(&buf[end.clone()]);
+            let mut ours = VmessStream::new(&session).unwrap();
+            let Opened::Frame { consumed, .. } = ours.open(&mut wire).unwrap() else {
+                panic!("the response header opens")
+            };
+            match security {
+                Security::Zero => assert!(end.is_empty()),
+                _ => assert_eq!(
+                    ours.open(&mut wire[consumed..]).unwrap(),
+                    Opened::Frame {
+                        consumed: wire.len() - consumed,
+                        payload: HEADROOM..HEADROOM,
+                    },
+                    "{security:?}"
+                ),
+            }
+        }
+    }
+
     #[test]
     fn a_servers_body_codec_holds_keys_and_counters_only() {
         let (stream, request) = (
