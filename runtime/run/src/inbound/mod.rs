@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
-use etemenanki_transport::{listen, Acceptor, Stream};
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, ServerShape};
+use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -97,7 +97,7 @@ impl Inbound {
             .iter()
             .map(|a| (a.user.clone(), a.pass.expose().clone()))
             .collect();
-        let acceptor = Acceptor::build(tls.as_ref())?;
+        let acceptor = Acceptor::build(&ServerShape::Tcp, tls.as_ref())?;
         let socket = match handoff {
             Some(socket) => socket,
             None => listen(spec.listen)?,
@@ -223,8 +223,17 @@ async fn serve(
     peer: SocketAddr,
     handshake: Handshaking,
 ) -> io::Result<()> {
-    let limit = shared.limits.load().handshake_timeout;
-    let client = shared.acceptor.accept(socket, limit).await?;
+    let limits = shared.limits.load_full();
+    let client = match shared.acceptor.accept(socket, &limits).await? {
+        Accepted::Stream(stream) => stream,
+        // Built with ServerShape::Tcp: a socks or http socket is one stream.
+        Accepted::Grpc(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "grpc under socks or http",
+            ))
+        }
+    };
     match shared.serve {
         Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
