@@ -262,24 +262,11 @@ impl UdpClientSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ss2022::tests::{psk, t0, METHODS};
     use crate::ss2022::{Keys, UdpSession};
     use etemenanki_ir::spec::Ss2022Method;
     use std::sync::Arc;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    const METHODS: [Ss2022Method; 3] = [
-        Ss2022Method::Blake3Aes128Gcm,
-        Ss2022Method::Blake3Aes256Gcm,
-        Ss2022Method::Blake3Chacha20Poly1305,
-    ];
-
-    fn t0() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
-    }
-
-    fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
-        vec![byte; method.key_len()]
-    }
+    use std::time::Duration;
 
     fn dns() -> Address {
         Address::Domain("dns.example".into(), 53)
