@@ -1,6 +1,6 @@
 //! The Shadowsocks 2022 server (SIP022, with SIP023 identity headers for a
 //! multi-user inbound): the TCP core and stream codec here, the UDP
-//! sessions in [`udp_server`](super::udp_server).
+//! sessions ([`UdpHead`], [`UdpClientSession`]).
 //!
 //! ```text
 //! request:  salt | identity header (multi-user) | [type 0, timestamp, length]

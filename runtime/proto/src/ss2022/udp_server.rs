@@ -18,8 +18,11 @@
 //! [`UdpClientSession`] (its keys, replay window and reply counter), the
 //! address the client last sent an authenticated packet from (where replies
 //! go), the time of that packet (to expire the session), and its outbound
-//! association. Nothing here allocates per packet, except a domain name in
-//! a destination, as every datagram codec's [`Address`] does.
+//! association. Keep an idle session at least 60 s: a packet replayed
+//! after its session is forgotten opens a new one, and only the 30 s
+//! timestamp window refuses it then. Nothing here allocates per packet,
+//! except a domain name in a destination, as every datagram codec's
+//! [`Address`] does.
 
 use std::io;
 use std::ops::Range;
