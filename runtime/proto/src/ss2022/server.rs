@@ -430,6 +430,21 @@ mod tests {
     }
 
     #[test]
+    fn what_the_runtime_shares_or_moves_between_tasks_can_be() {
+        fn send<T: Send>() {}
+        fn shared<T: Send + Sync>() {}
+        shared::<Users>();
+        shared::<SaltFilter>();
+        send::<Core>();
+        send::<Request>();
+        send::<ServerStream>();
+        send::<UdpClientSession>();
+        send::<crate::shadowsocks::server::Core>();
+        send::<crate::shadowsocks::server::Request>();
+        send::<crate::shadowsocks::server::ServerStream>();
+    }
+
+    #[test]
     fn our_client_opens_at_the_server_and_the_reply_at_the_client() {
         for method in METHODS {
             for split in [1, 9, 4096] {
