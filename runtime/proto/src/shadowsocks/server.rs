@@ -305,7 +305,7 @@ mod tests {
     use super::*;
     use crate::aead::Algorithm;
     use crate::codec::{ClientCodec, ClientStep, DatagramCodec};
-    use crate::shadowsocks::tests::ALGORITHMS;
+    use crate::shadowsocks::tests::{drive, frames, seal_frame, ALGORITHMS};
     use crate::shadowsocks::{SsDatagram, SsStream};
     use crate::socks::{address_len, put_address};
     use std::time::UNIX_EPOCH;
@@ -351,59 +351,6 @@ mod tests {
         out
     }
 
-    /// Feeds `wire` to `core` `split` bytes at a time as the runtime would,
-    /// dropping what it consumes; returns the request and the bytes after it.
-    fn drive(
-        core: &mut Core,
-        wire: &[u8],
-        split: usize,
-    ) -> Result<Option<(Request, Vec<u8>)>, Refusal> {
-        let mut pending = Vec::new();
-        let mut fed = 0;
-        while fed < wire.len() {
-            let n = split.min(wire.len() - fed);
-            pending.extend_from_slice(&wire[fed..fed + n]);
-            fed += n;
-            let mut out = Vec::new();
-            match core.advance(&pending, UNIX_EPOCH, &mut out)? {
-                ServerStep::NeedMore { consumed } => {
-                    pending.drain(..consumed);
-                }
-                ServerStep::Open { consumed, request } => {
-                    let mut rest = pending[consumed..].to_vec();
-                    rest.extend_from_slice(&wire[fed..]);
-                    return Ok(Some((request, rest)));
-                }
-            }
-            assert!(out.is_empty(), "shadowsocks sends nothing in the handshake");
-        }
-        Ok(None)
-    }
-
-    /// Every frame `open` finds in `wire`, handed over whole.
-    fn frames(
-        mut open: impl FnMut(&mut [u8]) -> io::Result<Opened>,
-        wire: &[u8],
-    ) -> io::Result<Vec<Vec<u8>>> {
-        let mut buf = wire.to_vec();
-        let mut at = 0;
-        let mut found = Vec::new();
-        while let Opened::Frame { consumed, payload } = open(&mut buf[at..])? {
-            found.push(buf[at..][payload].to_vec());
-            at += consumed;
-        }
-        assert_eq!(at, buf.len(), "bytes left unopened");
-        Ok(found)
-    }
-
-    fn seal_reply(stream: &mut ServerStream, data: &[u8]) -> Vec<u8> {
-        let head = ServerStream::HEADROOM;
-        let mut buf = vec![0; head + data.len() + ServerStream::TAILROOM];
-        buf[head..head + data.len()].copy_from_slice(data);
-        let sealed = stream.seal(&mut buf, data.len()).unwrap();
-        buf[sealed].to_vec()
-    }
-
     #[test]
     fn our_client_opens_at_the_server_and_the_reply_opens_at_the_client() {
         for algorithm in ALGORITHMS {
@@ -412,7 +359,7 @@ mod tests {
                 let mut client = SsStream::new(&master(algorithm, "secret"), &dest()).unwrap();
                 let wire = client_wire(&mut client, b"ping");
                 let mut core = Core::new(master(algorithm, "secret"), filter.clone());
-                let (request, rest) = drive(&mut core, &wire, split).unwrap().unwrap();
+                let (request, rest) = drive(&mut core, &wire, split, UNIX_EPOCH).unwrap().unwrap();
                 assert_eq!(request.destination(), &dest());
                 assert_eq!(request.kind(), FlowKind::Stream);
                 assert_eq!(
@@ -423,14 +370,14 @@ mod tests {
                 let mut stream = request.into_codec();
                 assert_eq!(frames(|b| stream.open(b), &rest).unwrap(), [b"ping"]);
 
-                let mut reply = seal_reply(&mut stream, b"pong");
+                let mut reply = seal_frame(&mut stream, b"pong");
                 assert_eq!(
                     reply.len(),
                     algorithm.key_len() + 34 + 4,
                     "salt, then the chunk"
                 );
-                reply.extend_from_slice(&seal_reply(&mut stream, b"again"));
-                assert!(seal_reply(&mut stream, b"").is_empty());
+                reply.extend_from_slice(&seal_frame(&mut stream, b"again"));
+                assert!(seal_frame(&mut stream, b"").is_empty());
                 let got = frames(|b| client.open(b), &reply).unwrap();
                 assert_eq!(got, [&b""[..], b"pong", b"again"], "{algorithm:?}");
             }
@@ -446,7 +393,9 @@ mod tests {
             for cuts in [&[][..], &[1], &[3, 5], &[plain.len() - 1]] {
                 let wire = chunked(&master, &plain, cuts);
                 let mut core = Core::new(master.clone(), Arc::new(SaltFilter::new()));
-                let (request, rest) = drive(&mut core, &wire, wire.len()).unwrap().unwrap();
+                let (request, rest) = drive(&mut core, &wire, wire.len(), UNIX_EPOCH)
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(request.destination(), &dest());
                 let address = address_bytes(&dest()).len();
                 // The core stops at the chunk that completes the address.
@@ -466,12 +415,12 @@ mod tests {
             let mut client = SsStream::new(&master(algorithm, "right"), &dest()).unwrap();
             let wire = client_wire(&mut client, b"x");
             let mut core = Core::new(master(algorithm, "wrong"), Arc::new(SaltFilter::new()));
-            let refusal = drive(&mut core, &wire, 1).err().unwrap();
+            let refusal = drive(&mut core, &wire, 1, UNIX_EPOCH).err().unwrap();
             assert_eq!(refusal, Refusal::silent(AeadError::Unauthentic.message()));
 
             let garbage: Vec<u8> = (0..200u32).map(|i| (i * 73 + 11) as u8).collect();
             let mut core = Core::new(master(algorithm, "right"), Arc::new(SaltFilter::new()));
-            assert!(drive(&mut core, &garbage, 13).is_err());
+            assert!(drive(&mut core, &garbage, 13, UNIX_EPOCH).is_err());
 
             // One address byte, then a chunk of length zero: sealed by
             // hand, as the sealer seals nothing for an empty payload.
@@ -490,7 +439,9 @@ mod tests {
             wire.extend_from_slice(&length);
             wire.extend_from_slice(&tag);
             let mut core = Core::new(master.clone(), Arc::new(SaltFilter::new()));
-            let refusal = drive(&mut core, &wire, wire.len()).err().unwrap();
+            let refusal = drive(&mut core, &wire, wire.len(), UNIX_EPOCH)
+                .err()
+                .unwrap();
             assert_eq!(
                 refusal,
                 Refusal::silent("shadowsocks: an empty chunk before the address")
@@ -505,19 +456,25 @@ mod tests {
             let mut client = SsStream::new(&master(algorithm, "secret"), &dest()).unwrap();
             let wire = client_wire(&mut client, b"x");
             let mut core = Core::new(master(algorithm, "secret"), filter.clone());
-            let (request, _) = drive(&mut core, &wire, wire.len()).unwrap().unwrap();
+            let (request, _) = drive(&mut core, &wire, wire.len(), UNIX_EPOCH)
+                .unwrap()
+                .unwrap();
             let mut replay = Core::new(master(algorithm, "secret"), filter.clone());
-            let refusal = drive(&mut replay, &wire, wire.len()).err().unwrap();
+            let refusal = drive(&mut replay, &wire, wire.len(), UNIX_EPOCH)
+                .err()
+                .unwrap();
             assert_eq!(refusal, Refusal::silent("shadowsocks: a replayed salt"));
 
             let mut stream = request.into_codec();
-            let reply = seal_reply(&mut stream, b"reflected");
+            let reply = seal_frame(&mut stream, b"reflected");
             let mut reflected = Core::new(master(algorithm, "secret"), filter.clone());
-            let refusal = drive(&mut reflected, &reply, 3).err().unwrap();
+            let refusal = drive(&mut reflected, &reply, 3, UNIX_EPOCH).err().unwrap();
             assert_eq!(refusal, Refusal::silent("shadowsocks: a replayed salt"));
             // Another inbound's filter has not seen it.
             let mut elsewhere = Core::new(master(algorithm, "secret"), Arc::new(SaltFilter::new()));
-            assert!(drive(&mut elsewhere, &wire, wire.len()).unwrap().is_some());
+            assert!(drive(&mut elsewhere, &wire, wire.len(), UNIX_EPOCH)
+                .unwrap()
+                .is_some());
         }
     }
 
@@ -527,7 +484,7 @@ mod tests {
         let wire = chunked(&master, &[9, 1, 2, 3], &[]);
         let mut core = Core::new(master, Arc::new(SaltFilter::new()));
         assert_eq!(
-            drive(&mut core, &wire, 1).err().unwrap(),
+            drive(&mut core, &wire, 1, UNIX_EPOCH).err().unwrap(),
             Refusal::silent("shadowsocks: the destination address does not parse")
         );
     }

@@ -74,3 +74,24 @@ fn unix_secs(time: std::time::SystemTime) -> u64 {
 fn timestamp_fresh(timestamp: u64, now: std::time::SystemTime) -> bool {
     unix_secs(now).abs_diff(timestamp) <= TIMESTAMP_WINDOW_SECS
 }
+
+#[cfg(test)]
+mod tests {
+    use etemenanki_ir::spec::Ss2022Method;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    pub const METHODS: [Ss2022Method; 3] = [
+        Ss2022Method::Blake3Aes128Gcm,
+        Ss2022Method::Blake3Aes256Gcm,
+        Ss2022Method::Blake3Chacha20Poly1305,
+    ];
+
+    pub fn t0() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
+    }
+
+    /// A PSK of the method's length, every byte `byte`.
+    pub fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
+        vec![byte; method.key_len()]
+    }
+}

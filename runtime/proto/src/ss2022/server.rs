@@ -1,6 +1,6 @@
 //! The Shadowsocks 2022 server (SIP022, with SIP023 identity headers for a
 //! multi-user inbound): the TCP core and stream codec here, the UDP
-//! sessions in [`udp_server`](super::udp_server).
+//! sessions ([`UdpHead`], [`UdpClientSession`]).
 //!
 //! ```text
 //! request:  salt | identity header (multi-user) | [type 0, timestamp, length]
@@ -349,27 +349,15 @@ impl StreamCodec for ServerStream {
 mod tests {
     use super::*;
     use crate::codec::{ClientCodec, ClientStep};
+    use crate::shadowsocks::tests::{drive, frames, seal_frame, Driven};
     use crate::ss2022::kdf::Key;
+    use crate::ss2022::tests::{psk, t0, METHODS};
     use crate::ss2022::{Keys, Ss2022Stream};
     use etemenanki_ir::spec::Ss2022Method;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    pub const METHODS: [Ss2022Method; 3] = [
-        Ss2022Method::Blake3Aes128Gcm,
-        Ss2022Method::Blake3Aes256Gcm,
-        Ss2022Method::Blake3Chacha20Poly1305,
-    ];
-
-    pub fn t0() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
-    }
+    use std::time::Duration;
 
     fn t0_plus_20() -> SystemTime {
         t0() + Duration::from_secs(20)
-    }
-
-    pub fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
-        vec![byte; method.key_len()]
     }
 
     fn dest() -> Address {
@@ -378,7 +366,7 @@ mod tests {
 
     /// A single-user inbound under PSK 7, or a multi-user one under server
     /// PSK 1 whose users are PSKs 7 and 8.
-    pub fn users(method: Ss2022Method, multi: bool) -> Arc<Users> {
+    fn users(method: Ss2022Method, multi: bool) -> Arc<Users> {
         let users = if multi {
             Users::new(
                 method,
@@ -436,67 +424,24 @@ mod tests {
         [salt, fixed, variable].concat()
     }
 
-    /// Feeds `wire` to `core` `split` bytes at a time as the runtime would;
-    /// returns the request and the bytes after it.
-    fn drive(
-        core: &mut Core,
-        wire: &[u8],
-        split: usize,
-        now: SystemTime,
-    ) -> Result<Option<(Request, Vec<u8>)>, Refusal> {
-        let mut pending = Vec::new();
-        let mut fed = 0;
-        while fed < wire.len() {
-            let n = split.min(wire.len() - fed);
-            pending.extend_from_slice(&wire[fed..fed + n]);
-            fed += n;
-            let mut out = Vec::new();
-            match core.advance(&pending, now, &mut out)? {
-                ServerStep::NeedMore { consumed } => {
-                    pending.drain(..consumed);
-                }
-                ServerStep::Open { consumed, request } => {
-                    let mut rest = pending[consumed..].to_vec();
-                    rest.extend_from_slice(&wire[fed..]);
-                    return Ok(Some((request, rest)));
-                }
-            }
-            assert!(out.is_empty());
-        }
-        Ok(None)
-    }
-
-    fn open_all(
-        mut open: impl FnMut(&mut [u8]) -> io::Result<Opened>,
-        wire: &[u8],
-    ) -> io::Result<Vec<Vec<u8>>> {
-        let mut buf = wire.to_vec();
-        let mut at = 0;
-        let mut found = Vec::new();
-        while let Opened::Frame { consumed, payload } = open(&mut buf[at..])? {
-            found.push(buf[at..][payload].to_vec());
-            at += consumed;
-        }
-        assert_eq!(at, buf.len(), "bytes left unopened");
-        Ok(found)
-    }
-
-    fn seal(stream: &mut ServerStream, data: &[u8]) -> Vec<u8> {
-        let head = ServerStream::HEADROOM;
-        let mut buf = vec![0; head + data.len() + ServerStream::TAILROOM];
-        buf[head..head + data.len()].copy_from_slice(data);
-        let sealed = stream.seal(&mut buf, data.len()).unwrap();
-        buf[sealed].to_vec()
-    }
-
-    fn opens(
-        users: &Arc<Users>,
-        wire: &[u8],
-        split: usize,
-        now: SystemTime,
-    ) -> Result<Option<(Request, Vec<u8>)>, Refusal> {
+    fn opens(users: &Arc<Users>, wire: &[u8], split: usize, now: SystemTime) -> Driven<Request> {
         let mut core = Core::new(users.clone(), Arc::new(SaltFilter::new()));
         drive(&mut core, wire, split, now)
+    }
+
+    #[test]
+    fn what_the_runtime_shares_or_moves_between_tasks_can_be() {
+        fn send<T: Send>() {}
+        fn shared<T: Send + Sync>() {}
+        shared::<Users>();
+        shared::<SaltFilter>();
+        send::<Core>();
+        send::<Request>();
+        send::<ServerStream>();
+        send::<UdpClientSession>();
+        send::<crate::shadowsocks::server::Core>();
+        send::<crate::shadowsocks::server::Request>();
+        send::<crate::shadowsocks::server::ServerStream>();
     }
 
     #[test]
@@ -515,13 +460,13 @@ mod tests {
                     "our client pads, sends no payload"
                 );
                 let mut stream = request.into_codec();
-                assert_eq!(open_all(|b| stream.open(b), &rest).unwrap(), [b"ping"]);
+                assert_eq!(frames(|b| stream.open(b), &rest).unwrap(), [b"ping"]);
 
                 // The client reads at t0; the header is stamped t0 + 20.
-                let mut reply = seal(&mut stream, b"pong");
-                reply.extend_from_slice(&seal(&mut stream, b""));
-                reply.extend_from_slice(&seal(&mut stream, b"again"));
-                let got = open_all(|b| client.open(b), &reply).unwrap();
+                let mut reply = seal_frame(&mut stream, b"pong");
+                reply.extend_from_slice(&seal_frame(&mut stream, b""));
+                reply.extend_from_slice(&seal_frame(&mut stream, b"again"));
+                let got = frames(|b| client.open(b), &reply).unwrap();
                 assert_eq!(got, [&b""[..], b"pong", b"again"], "{method:?} /{split}");
             }
         }
@@ -535,13 +480,10 @@ mod tests {
                 .unwrap()
                 .unwrap();
             let mut stream = request.into_codec();
-            let reply = seal(&mut stream, b"");
+            let reply = seal_frame(&mut stream, b"");
             let header = 2 * method.key_len() + 11 + TAG_LEN;
             assert_eq!(reply.len(), header + TAG_LEN);
-            assert_eq!(
-                open_all(|b| client.open(b), &reply).unwrap(),
-                [&b""[..], b""]
-            );
+            assert_eq!(frames(|b| client.open(b), &reply).unwrap(), [&b""[..], b""]);
         }
     }
 
@@ -557,7 +499,7 @@ mod tests {
         let sealed = stream.seal(&mut buf, MAX_PAYLOAD).unwrap();
         assert_eq!(sealed.end, ServerStream::HEADROOM + MAX_PAYLOAD + TAG_LEN);
         let mut reply = buf[sealed].to_vec();
-        let got = open_all(|b| client.open(b), &reply.clone()).unwrap();
+        let got = frames(|b| client.open(b), &reply.clone()).unwrap();
         assert_eq!(got[1].len(), MAX_PAYLOAD);
         let e = stream.seal(&mut reply, MAX_PAYLOAD + 1).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
@@ -591,10 +533,10 @@ mod tests {
                 assert_eq!(request.user(), Some(index), "{method:?}");
                 assert_eq!(request.destination(), &dest());
                 let mut stream = request.into_codec();
-                assert_eq!(open_all(|b| stream.open(b), &rest).unwrap(), [b"ping"]);
-                let reply = seal(&mut stream, b"pong");
+                assert_eq!(frames(|b| stream.open(b), &rest).unwrap(), [b"ping"]);
+                let reply = seal_frame(&mut stream, b"pong");
                 assert_eq!(
-                    open_all(|b| client.open(b), &reply).unwrap(),
+                    frames(|b| client.open(b), &reply).unwrap(),
                     [&b""[..], b"pong"]
                 );
             }
@@ -628,8 +570,8 @@ mod tests {
             let (_, wire) = client(method, 7, None, t0());
             let (request, _) = opens(&users, &wire, wire.len(), t0()).unwrap().unwrap();
             let mut stream = request.into_codec();
-            let mut reply = seal(&mut stream, &[0; 64]);
-            reply.extend_from_slice(&seal(&mut stream, &[0; 64]));
+            let mut reply = seal_frame(&mut stream, &[0; 64]);
+            reply.extend_from_slice(&seal_frame(&mut stream, &[0; 64]));
             assert!(opens(&users, &reply, reply.len(), t0()).is_err());
         }
     }

@@ -188,27 +188,15 @@ mod tests {
     use super::*;
     use crate::aead::AeadError;
     use crate::ss2022::identity::tests::{hash16, peel_tcp};
+    use crate::ss2022::tests::{psk, t0, METHODS};
     use etemenanki_ir::spec::Ss2022Method;
-    use std::time::{Duration, UNIX_EPOCH};
+    use std::time::Duration;
 
-    const METHODS: [Ss2022Method; 3] = [
-        Ss2022Method::Blake3Aes128Gcm,
-        Ss2022Method::Blake3Aes256Gcm,
-        Ss2022Method::Blake3Chacha20Poly1305,
-    ];
-
-    fn t0() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
-    }
     fn t0_plus_29() -> SystemTime {
         t0() + Duration::from_secs(29)
     }
     fn t0_plus_31() -> SystemTime {
         t0() + Duration::from_secs(31)
-    }
-
-    fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
-        vec![byte; method.key_len()]
     }
 
     fn dest() -> Address {

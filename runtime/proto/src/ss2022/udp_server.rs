@@ -18,8 +18,11 @@
 //! [`UdpClientSession`] (its keys, replay window and reply counter), the
 //! address the client last sent an authenticated packet from (where replies
 //! go), the time of that packet (to expire the session), and its outbound
-//! association. Nothing here allocates per packet, except a domain name in
-//! a destination, as every datagram codec's [`Address`] does.
+//! association. Keep an idle session at least 60 s: a packet replayed
+//! after its session is forgotten opens a new one, and only the 30 s
+//! timestamp window refuses it then. Nothing here allocates per packet,
+//! except a domain name in a destination, as every datagram codec's
+//! [`Address`] does.
 
 use std::io;
 use std::ops::Range;
@@ -262,24 +265,11 @@ impl UdpClientSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ss2022::tests::{psk, t0, METHODS};
     use crate::ss2022::{Keys, UdpSession};
     use etemenanki_ir::spec::Ss2022Method;
     use std::sync::Arc;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    const METHODS: [Ss2022Method; 3] = [
-        Ss2022Method::Blake3Aes128Gcm,
-        Ss2022Method::Blake3Aes256Gcm,
-        Ss2022Method::Blake3Chacha20Poly1305,
-    ];
-
-    fn t0() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
-    }
-
-    fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
-        vec![byte; method.key_len()]
-    }
+    use std::time::Duration;
 
     fn dns() -> Address {
         Address::Domain("dns.example".into(), 53)

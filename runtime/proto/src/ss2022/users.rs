@@ -11,7 +11,7 @@ use etemenanki_ir::spec::Ss2022Method;
 
 use super::block::Block;
 use super::identity::hash16;
-use super::kdf::Key;
+use super::kdf::{algorithm_of, Key};
 use super::{Ss2022Error, BLOCK_LEN};
 use crate::aead::Algorithm;
 
@@ -58,11 +58,7 @@ impl Users {
     ) -> Result<Users, Ss2022Error> {
         let len = method.key_len();
         let psk = Key::new(psk, len)?;
-        let (algorithm, aes) = match method {
-            Ss2022Method::Blake3Aes128Gcm => (Algorithm::Aes128Gcm, true),
-            Ss2022Method::Blake3Aes256Gcm => (Algorithm::Aes256Gcm, true),
-            Ss2022Method::Blake3Chacha20Poly1305 => (Algorithm::ChaCha20Poly1305, false),
-        };
+        let (algorithm, aes) = algorithm_of(method);
         if !aes && !user_psks.is_empty() {
             return Err(Ss2022Error::IdentityNeedsAes);
         }

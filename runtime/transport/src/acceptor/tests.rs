@@ -514,7 +514,9 @@ async fn a_grpc_client_that_stops_answering_pings_is_dropped() {
     )
     .unwrap()
     .with_ping_interval(Duration::from_millis(50));
-    let (addr, mut accepted) = serve(acceptor, limits(Duration::from_millis(300))).await;
+    // A pong is due within the handshake limit: long enough that a client
+    // that does answer is never late on a loaded machine.
+    let (addr, mut accepted) = serve(acceptor, limits(Duration::from_secs(2))).await;
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (mut send, mut connection) = h2::client::handshake(tcp).await.unwrap();
     let Accepted::Grpc(mut server) = accepted.recv().await.unwrap().unwrap() else {
@@ -546,4 +548,28 @@ async fn a_grpc_client_that_stops_answering_pings_is_dropped() {
         "grpc: the client stopped answering pings"
     );
     assert!(server.next().await.is_none(), "over after the error");
+}
+
+#[tokio::test]
+async fn an_http1_request_to_the_grpc_acceptor_fails_its_handshake_and_is_closed() {
+    let acceptor = Acceptor::build(
+        &ServerShape::Grpc {
+            service_name: "svc".into(),
+        },
+        None,
+    )
+    .unwrap();
+    let (addr, mut accepted) = serve(acceptor, Limits::default()).await;
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nHost: grpc.example\r\n\r\n")
+        .await
+        .unwrap();
+    let error = accepted.recv().await.unwrap().err().unwrap();
+    assert_eq!(error.kind(), io::ErrorKind::ConnectionAborted);
+    assert_eq!(
+        error.to_string(),
+        "grpc connection closed on the client's error: unspecific protocol error detected"
+    );
+    // What the server sent before closing (its SETTINGS) does not matter.
+    let _ = tcp.read_to_end(&mut Vec::new()).await;
 }

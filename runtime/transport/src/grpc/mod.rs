@@ -108,19 +108,24 @@ pub(crate) fn h2_error(e: h2::Error) -> io::Error {
 }
 
 /// As [`h2_error`], blaming `peer` (the server or the client) for a reset
-/// or a GOAWAY.
+/// or a GOAWAY it sent; one of ours answers what it sent.
 fn h2_error_by(e: h2::Error, peer: &str) -> io::Error {
     if let Some(reason) = e.reason() {
+        let by = if e.is_remote() {
+            format!("by the {peer}")
+        } else {
+            format!("on the {peer}'s error")
+        };
         if e.is_reset() {
             return io::Error::new(
                 io::ErrorKind::ConnectionReset,
-                format!("grpc stream reset by the {peer}: {reason}"),
+                format!("grpc stream reset {by}: {reason}"),
             );
         }
         if e.is_go_away() {
             return io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                format!("grpc connection closed by the {peer}: {reason}"),
+                format!("grpc connection closed {by}: {reason}"),
             );
         }
     }
