@@ -14,6 +14,7 @@ use h2::{RecvStream, SendStream};
 use http::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::pool::Lease;
 use super::{h2_error, Addrs};
 
 /// The most payload one message carries: a DATA frame's default size.
@@ -36,6 +37,8 @@ pub struct GrpcStream {
     answer: Answer,
     send: SendStream<Bytes>,
     addrs: Addrs,
+    /// The flow's place on its connection.
+    _lease: Lease,
     decoder: Decoder,
     /// The DATA frame being read, and its length for the window.
     frame: Bytes,
@@ -69,11 +72,12 @@ fn status_error(headers: &HeaderMap) -> Option<io::Error> {
 }
 
 impl GrpcStream {
-    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, addrs: Addrs) -> Self {
+    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, lease: Lease) -> Self {
         GrpcStream {
             answer: Answer::Waiting(response),
             send,
-            addrs,
+            addrs: lease.addrs(),
+            _lease: lease,
             decoder: Decoder::default(),
             frame: Bytes::new(),
             frame_len: 0,
