@@ -44,7 +44,8 @@ pub enum Protocol {
     Shadowsocks,
     Ss2022,
     Trojan,
-    /// vmess over TCP, to v2ray.
+    /// vmess over TCP, to sing-box (v2ray 4.34's server drops the odd
+    /// connection of every client under the connection-rate runs).
     Vmess,
     /// vless over WebSocket and TLS, to v2ray.
     VlessWs,
@@ -67,7 +68,7 @@ impl Protocol {
             Protocol::Shadowsocks => "shadowsocks AEAD (aes-256-gcm), server ssserver",
             Protocol::Ss2022 => "shadowsocks 2022 (2022-blake3-aes-256-gcm), server ssserver",
             Protocol::Trojan => "trojan (TLS), server trojan-gfw",
-            Protocol::Vmess => "vmess over tcp (aes-128-gcm), server v2ray 4.34",
+            Protocol::Vmess => "vmess over tcp (aes-128-gcm), server sing-box",
             Protocol::VlessWs => "vless over ws and tls, server v2ray 4.34",
             Protocol::VlessGrpc => {
                 "vless over grpc and tls, server sing-box (v2ray 4.34 has no grpc)"
@@ -135,8 +136,8 @@ pub fn launch(
     let server_bin = match protocol {
         Protocol::Shadowsocks | Protocol::Ss2022 => require(SSSERVER),
         Protocol::Trojan => require(TROJAN),
-        Protocol::Vmess | Protocol::VlessWs => require(V2RAY),
-        Protocol::VlessGrpc => require(SING_BOX),
+        Protocol::VlessWs => require(V2RAY),
+        Protocol::Vmess | Protocol::VlessGrpc => require(SING_BOX),
     };
     let client_bin = match client {
         Client::Etemenanki => Ok(PathBuf::new()),
@@ -181,29 +182,29 @@ pub fn launch(
             )?;
             command.arg("-c").arg(&config);
         }
-        Protocol::Vmess | Protocol::VlessWs => {
+        Protocol::VlessWs => {
+            let pki = pki.as_ref().expect("vless over ws has certificates");
             let config = server_dir.path().join("v2ray.json");
-            let pair = pki.as_ref().map(|p| (p.cert.as_path(), p.key.as_path()));
             std::fs::write(
                 &config,
-                v2ray_server_config(protocol, server_addr.port(), pair),
+                v2ray_server_config(server_addr.port(), &pki.cert, &pki.key),
             )?;
             command.arg("-config").arg(&config);
         }
-        Protocol::VlessGrpc => {
-            let pki = pki.as_ref().expect("vless over grpc has certificates");
+        Protocol::Vmess | Protocol::VlessGrpc => {
+            let pair = pki.as_ref().map(|p| (p.cert.as_path(), p.key.as_path()));
             let config = server_dir.path().join("sing-box.json");
             std::fs::write(
                 &config,
-                sing_box_grpc_server_config(server_addr.port(), &pki.cert, &pki.key),
+                sing_box_server_config(protocol, server_addr.port(), pair),
             )?;
             command.args(["run", "--disable-color", "-c"]).arg(&config);
         }
     }
     let server_name: &'static str = match protocol {
         Protocol::Trojan => "trojan-gfw server",
-        Protocol::Vmess | Protocol::VlessWs => "v2ray server",
-        Protocol::VlessGrpc => "sing-box server",
+        Protocol::VlessWs => "v2ray server",
+        Protocol::Vmess | Protocol::VlessGrpc => "sing-box server",
         Protocol::Shadowsocks | Protocol::Ss2022 => "ssserver",
     };
     let server = Proxy::spawn_until(
@@ -423,33 +424,20 @@ fn v2ray_ws_tls(tls: &str) -> String {
     )
 }
 
-/// v2ray 4.34 serving vmess over TCP or vless over ws and TLS (with
-/// `pair`, the certificate and key) on `port`, to freedom.
-pub fn v2ray_server_config(protocol: Protocol, port: u16, pair: Option<(&Path, &Path)>) -> String {
-    let (name, settings, stream) = match (protocol, pair) {
-        (Protocol::VlessWs, Some((cert, key))) => (
-            "vless",
-            format!(r#"{{ "clients": [{{ "id": "{UUID}" }}], "decryption": "none" }}"#),
-            format!(
-                ",\n    {}",
-                v2ray_ws_tls(&format!(
-                    r#""certificates": [{{ "certificateFile": "{}", "keyFile": "{}" }}]"#,
-                    show(cert),
-                    show(key)
-                ))
-            ),
-        ),
-        _ => (
-            "vmess",
-            format!(r#"{{ "clients": [{{ "id": "{UUID}", "alterId": 0 }}] }}"#),
-            String::new(),
-        ),
-    };
+/// v2ray 4.34 serving vless over ws and TLS with `cert` and `key` on
+/// `port`, to freedom.
+pub fn v2ray_server_config(port: u16, cert: &Path, key: &Path) -> String {
+    let stream = v2ray_ws_tls(&format!(
+        r#""certificates": [{{ "certificateFile": "{}", "keyFile": "{}" }}]"#,
+        show(cert),
+        show(key)
+    ));
     format!(
         r#"{{
   "log": {{ "loglevel": "warning" }},
-  "inbounds": [{{ "listen": "127.0.0.1", "port": {port}, "protocol": "{name}",
-    "settings": {settings}{stream} }}],
+  "inbounds": [{{ "listen": "127.0.0.1", "port": {port}, "protocol": "vless",
+    "settings": {{ "clients": [{{ "id": "{UUID}" }}], "decryption": "none" }},
+    {stream} }}],
   "outbounds": [{{ "protocol": "freedom", "settings": {{}} }}]
 }}
 "#
@@ -494,20 +482,30 @@ pub fn v2ray_client_config(
     )
 }
 
-/// sing-box serving vless over gRPC and TLS on `port`, to direct.
-pub fn sing_box_grpc_server_config(port: u16, cert: &Path, key: &Path) -> String {
+/// sing-box serving vmess over TCP, or vless over gRPC and TLS (with
+/// `pair`, the certificate and key), on `port`, to direct.
+pub fn sing_box_server_config(
+    protocol: Protocol,
+    port: u16,
+    pair: Option<(&Path, &Path)>,
+) -> String {
+    let inbound = match (protocol, pair) {
+        (Protocol::VlessGrpc, Some((cert, key))) => format!(
+            r#""type": "vless", "users": [{{ "uuid": "{UUID}" }}],
+    "tls": {{ "enabled": true, "certificate_path": "{}", "key_path": "{}" }},
+    "transport": {{ "type": "grpc", "service_name": "{GRPC_SERVICE}" }}"#,
+            show(cert),
+            show(key)
+        ),
+        _ => format!(r#""type": "vmess", "users": [{{ "uuid": "{UUID}", "alterId": 0 }}]"#),
+    };
     format!(
         r#"{{
   "log": {{ "level": "warn" }},
-  "inbounds": [{{ "type": "vless", "tag": "vless-in", "listen": "127.0.0.1", "listen_port": {port},
-    "users": [{{ "uuid": "{UUID}" }}],
-    "tls": {{ "enabled": true, "certificate_path": "{}", "key_path": "{}" }},
-    "transport": {{ "type": "grpc", "service_name": "{GRPC_SERVICE}" }} }}],
+  "inbounds": [{{ {inbound}, "tag": "in", "listen": "127.0.0.1", "listen_port": {port} }}],
   "outbounds": [{{ "type": "direct", "tag": "direct" }}]
 }}
-"#,
-        show(cert),
-        show(key)
+"#
     )
 }
 
@@ -557,10 +555,10 @@ mod tests {
             assert!(sing_box.contains(r#""listen": "127.0.0.1", "listen_port": 1000"#));
             assert!(sing_box.contains(r#""server": "127.0.0.1", "server_port": 2000"#));
         }
-        let server = v2ray_server_config(Protocol::Vmess, 2000, None);
-        assert!(server.contains(r#""listen": "127.0.0.1", "port": 2000, "protocol": "vmess""#));
+        let server = sing_box_server_config(Protocol::Vmess, 2000, None);
+        assert!(server.contains(r#""type": "vmess""#));
         let pair = (ca.as_path(), ca.as_path());
-        let server = v2ray_server_config(Protocol::VlessWs, 2000, Some(pair));
+        let server = v2ray_server_config(2000, &ca, &ca);
         assert!(server.contains(r#""protocol": "vless""#));
         assert!(server.contains(r#""network": "ws", "security": "tls""#));
         for protocol in [Protocol::Vmess, Protocol::VlessWs] {
@@ -568,8 +566,9 @@ mod tests {
             assert!(client.contains(r#""listen": "127.0.0.1", "port": 1000"#));
             assert!(client.contains(r#""address": "127.0.0.1", "port": 2000"#));
         }
-        let server = sing_box_grpc_server_config(2000, &ca, &ca);
+        let server = sing_box_server_config(Protocol::VlessGrpc, 2000, Some(pair));
         assert!(server.contains(r#""listen": "127.0.0.1", "listen_port": 2000"#));
+        assert!(server.contains(r#""type": "grpc""#));
         let ours = etemenanki_config(Protocol::VlessGrpc, 1000, 2000, Some(&ca));
         assert!(ours.contains("network = \"grpc\"\nsecurity = \"tls\"\n"));
         let ours = etemenanki_config(Protocol::Trojan, 1000, 2000, Some(&ca));

@@ -236,6 +236,17 @@ pub async fn handshake(stream: Stream) -> io::Result<Handshake> {
         .initial_connection_window_size(CONNECTION_WINDOW)
         .enable_push(false)
         .max_send_buffer_size(SEND_BUFFER)
+        // A flow that ends before the server's side does resets its
+        // stream, and the server's frames already under way for it then
+        // arrive on a stream h2 has forgotten once more than this many are
+        // remembered (its default is 10), each answered with a reset of
+        // h2's own.
+        .max_concurrent_reset_streams(MAX_STREAMS)
+        // h2 gives up the whole connection after 1,024 resets of its own
+        // (ENHANCE_YOUR_CALM), a guard for servers against abusive
+        // clients: on a connection shared by thousands of short flows, it
+        // would close every flow on it at a time of h2's choosing.
+        .max_local_error_reset_streams(None)
         .handshake::<_, Bytes>(stream)
         .await
         .map_err(h2_error)?;
