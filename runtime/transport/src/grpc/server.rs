@@ -31,7 +31,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response};
 use tokio::time::{Instant, Sleep};
 
 use super::stream::GrpcStream;
-use super::{h2_error_by, Addrs, SEND_BUFFER, STREAM_WINDOW};
+use super::{h2_error_by, Addrs, CONNECTION_WINDOW, SEND_BUFFER, STREAM_WINDOW};
 use crate::Stream;
 
 /// Between two pings on a connection.
@@ -44,9 +44,6 @@ const MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 /// The largest request head: a call's is a few hundred bytes.
 const MAX_HEADER_LIST: u32 = 64 * 1024;
-
-/// The connection's receive window, shared by all its calls.
-const CONNECTION_WINDOW: u32 = 4 * STREAM_WINDOW;
 
 const GRPC: &str = "application/grpc";
 

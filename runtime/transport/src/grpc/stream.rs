@@ -15,6 +15,7 @@ use h2::{RecvStream, SendStream};
 use http::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::pool::Lease;
 use super::{h2_error, h2_error_by, Addrs};
 
 /// The most payload one message carries: a DATA frame's default size.
@@ -37,6 +38,8 @@ pub struct GrpcStream {
     answer: Answer,
     send: SendStream<Bytes>,
     addrs: Addrs,
+    /// A client flow's place on its pooled connection.
+    _lease: Option<Lease>,
     decoder: Decoder,
     /// The DATA frame being read, and its length for the window.
     frame: Bytes,
@@ -91,21 +94,45 @@ fn status_error(headers: &HeaderMap) -> Option<io::Error> {
 }
 
 impl GrpcStream {
-    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, addrs: Addrs) -> Self {
-        Self::with(Answer::Waiting(response), send, addrs, Side::Client)
+    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, lease: Lease) -> Self {
+        let addrs = lease.addrs();
+        Self::with(
+            Answer::Waiting(response),
+            send,
+            addrs,
+            Some(lease),
+            Side::Client,
+        )
+    }
+
+    /// A client's end of a call on a connection no pool holds.
+    #[cfg(test)]
+    pub(super) fn unpooled(
+        response: ResponseFuture,
+        send: SendStream<Bytes>,
+        addrs: Addrs,
+    ) -> Self {
+        Self::with(Answer::Waiting(response), send, addrs, None, Side::Client)
     }
 
     /// A server's end of a call: `body` is the request's, `send` the
     /// response's, its head sent.
     pub(super) fn serving(body: RecvStream, send: SendStream<Bytes>, addrs: Addrs) -> Self {
-        Self::with(Answer::Body(body), send, addrs, Side::Server)
+        Self::with(Answer::Body(body), send, addrs, None, Side::Server)
     }
 
-    fn with(answer: Answer, send: SendStream<Bytes>, addrs: Addrs, side: Side) -> Self {
+    fn with(
+        answer: Answer,
+        send: SendStream<Bytes>,
+        addrs: Addrs,
+        lease: Option<Lease>,
+        side: Side,
+    ) -> Self {
         GrpcStream {
             answer,
             send,
             addrs,
+            _lease: lease,
             decoder: Decoder::default(),
             frame: Bytes::new(),
             frame_len: 0,

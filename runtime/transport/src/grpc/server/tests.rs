@@ -77,7 +77,7 @@ async fn call(send: &SendRequest<Bytes>, path: &str) -> GrpcStream {
         local: "127.0.0.1:1".parse().unwrap(),
         peer: "127.0.0.1:2".parse().unwrap(),
     };
-    GrpcStream::new(response, body, addrs)
+    GrpcStream::unpooled(response, body, addrs)
 }
 
 #[tokio::test]
