@@ -4,6 +4,8 @@
 //! client (ours or a peer's) in front of a real shadowsocks or trojan
 //! server.
 
+use std::net::SocketAddr;
+
 use crate::protocol::{Client, Protocol};
 
 /// One column of the result table.
@@ -47,6 +49,10 @@ pub enum Subject {
     TrojanGfw,
     /// ... sing-box.
     TrojanSingBox,
+    /// WireGuard to sing-box's wireguard endpoint: our runtime.
+    WgEtemenanki,
+    /// ... sing-box's own wireguard endpoint as the client.
+    WgSingBox,
 }
 
 impl Subject {
@@ -61,7 +67,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 10] = [
+    pub const PROTOCOL_CHAINS: [Subject; 12] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -72,6 +78,8 @@ impl Subject {
         Subject::TrojanEtemenanki,
         Subject::TrojanGfw,
         Subject::TrojanSingBox,
+        Subject::WgEtemenanki,
+        Subject::WgSingBox,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +102,8 @@ impl Subject {
             Subject::TrojanEtemenanki => "trojan-etemenanki",
             Subject::TrojanGfw => "trojan-gfw",
             Subject::TrojanSingBox => "trojan-sing-box",
+            Subject::WgEtemenanki => "wg-etemenanki",
+            Subject::WgSingBox => "wg-sing-box",
         }
     }
 
@@ -116,7 +126,19 @@ impl Subject {
             Subject::TrojanEtemenanki => (Protocol::Trojan, Client::Etemenanki),
             Subject::TrojanGfw => (Protocol::Trojan, Client::TrojanGfw),
             Subject::TrojanSingBox => (Protocol::Trojan, Client::SingBox),
+            Subject::WgEtemenanki => (Protocol::Wireguard, Client::Etemenanki),
+            Subject::WgSingBox => (Protocol::Wireguard, Client::SingBox),
             _ => return None,
         })
+    }
+
+    /// Where this column's client asks to go for a loopback server at
+    /// `server`: through a WireGuard tunnel, the server's port at the
+    /// peer's own tunnel address, which sing-box sends on to loopback.
+    pub fn target(self, server: SocketAddr) -> SocketAddr {
+        match self.protocol() {
+            Some((Protocol::Wireguard, _)) => crate::protocol::through_tunnel(server),
+            _ => server,
+        }
     }
 }
