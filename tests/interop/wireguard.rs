@@ -13,7 +13,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::binaries::peer;
+use crate::support::binaries::{ours as our_binary, peer};
 use crate::support::client::{check_echo, pattern, socks5_connect, Association};
 use crate::support::etemenanki::Config;
 use crate::support::process::{scratch_dir, Process};
@@ -87,18 +87,24 @@ fn sing_box_peer(sing_box: &Path, dir: &Path, setup: &Setup) -> Process {
     process
 }
 
-/// Our socks inbound and the wireguard outbound to the peer, trusting
-/// `peer_public`.
-fn start_ours(dir: &Path, setup: &Setup, peer_public: &str) -> (Process, SocketAddr) {
-    let front = free_addr();
-    let ours = Config::default().socks_in(front, None);
-    let tables = format!(
+/// The wireguard outbound `out` to the peer, trusting `peer_public`, and
+/// the route to it.
+fn outbound(setup: &Setup, peer_public: &str) -> String {
+    format!(
         "[[outbound]]\ntag = \"out\"\nprotocol = \"wireguard\"\n\
          [outbound.settings]\nprivate_key = \"{}\"\npeer_public_key = \"{peer_public}\"\n\
          endpoint = \"127.0.0.1:{}\"\naddresses = [\"{OURS_V4}\", \"fd77::2\"]\nmtu = 1420\n\
          \n[route]\ndefault = \"out\"\n",
         setup.ours.private, setup.port
-    );
+    )
+}
+
+/// Our socks inbound and the wireguard outbound to the peer, trusting
+/// `peer_public`.
+fn start_ours(dir: &Path, setup: &Setup, peer_public: &str) -> (Process, SocketAddr) {
+    let front = free_addr();
+    let ours = Config::default().socks_in(front, None);
+    let tables = outbound(setup, peer_public);
     (ours.raw(&tables).start(dir), front)
 }
 
@@ -276,4 +282,45 @@ fn a_stalled_flow_holds_up_no_other_flow_of_the_tunnel() {
         socks5_connect(front, echo, None).unwrap(),
         &pattern(1024 * 1024),
     );
+}
+
+#[test]
+fn a_reused_outbound_keeps_its_tunnel_across_a_reload_and_a_changed_one_starts_its_own() {
+    let Some(sing_box) = sing_box("wireguard_reload") else {
+        return;
+    };
+    let dir = scratch_dir("wireguard-reload");
+    let setup = Setup::new(&sing_box);
+    let _peer = sing_box_peer(&sing_box, &dir, &setup);
+    let (ours, front) = start_ours(&dir, &setup, &setup.peer.public);
+    let echo = through_tunnel(tcp_echo());
+    let started = |ours: &Process| ours.log().matches("wireguard: tunnel to ").count();
+    check_echo(socks5_connect(front, echo, None).unwrap(), b"first");
+    assert_eq!(started(&ours), 1);
+
+    // The same plan again: the outbound is reused, and so is its tunnel.
+    ours.signal("HUP");
+    wait_long_for_log(&ours, "reload: applied epoch 1", Duration::from_secs(10));
+    check_echo(socks5_connect(front, echo, None).unwrap(), b"reused");
+    assert_eq!(started(&ours), 1, "a reused outbound keeps its tunnel");
+
+    // A changed outbound is a new version with a tunnel of its own.
+    let source = dir.join("etemenanki.toml");
+    let text = std::fs::read_to_string(&source).unwrap();
+    let changed = text.replace("mtu = 1420", "mtu = 1400");
+    assert_ne!(text, changed);
+    std::fs::write(&source, changed).unwrap();
+    let built = Command::new(our_binary("etc"))
+        .arg("build")
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.join("plan.bin"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    ours.signal("HUP");
+    wait_long_for_log(&ours, "reload: applied epoch 2", Duration::from_secs(10));
+    check_echo(socks5_connect(front, echo, None).unwrap(), b"rebuilt");
+    ours.wait_for_log(&format!("-> {echo} (sniffed None) via out@v2"));
+    assert_eq!(started(&ours), 2, "the new version starts its own tunnel");
 }

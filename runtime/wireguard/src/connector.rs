@@ -107,7 +107,9 @@ impl WgConnector {
         let endpoint = SocketAddr::new(ip, spec.endpoint.port);
         let udp = self.dialer.bind_udp(ip.is_ipv6())?;
         udp.connect(endpoint).await?;
-        Tunnel::start(spec, udp, endpoint)
+        let tunnel = Tunnel::start(spec, udp, endpoint)?;
+        tracing::info!("wireguard: tunnel to {endpoint} started");
+        Ok(tunnel)
     }
 
     /// The addresses to try for `destination`, in the address family's
