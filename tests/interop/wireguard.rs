@@ -2,7 +2,9 @@
 //! endpoint listening on loopback with our public key as its peer. sing-box
 //! sends a flow to its own tunnel address on to loopback, so
 //! `PEER_V4:<port>` inside the tunnel reaches a loopback server here.
-//! 1 MiB each way over TCP, a UDP round trip, a wrong peer key failing
+//! 1 MiB each way over TCP, a UDP round trip, TCP over IPv6 inside the
+//! tunnel, a reused outbound keeping its tunnel across a reload, a wrong
+//! peer key failing
 //! flows cleanly, the peer restarted mid-way and recovered by our tunnel
 //! slot, and a stalled flow that holds up no other flow of the tunnel.
 
@@ -14,7 +16,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::binaries::{ours as our_binary, peer};
-use crate::support::client::{check_echo, pattern, socks5_connect, Association};
+use crate::support::client::{
+    check_echo, pattern, socks5_connect, socks5_connect_to, Association, Target,
+};
 use crate::support::etemenanki::Config;
 use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, free_port, tcp_echo, udp_echo};
@@ -153,6 +157,24 @@ fn wireguard_outbound_moves_a_mebibyte_each_way_and_a_udp_round_trip_through_sin
         .expect("a udp reply through the tunnel");
     assert_eq!(reply, b"ping through the tunnel");
     assert_eq!(from, udp, "the reply comes from where the datagram went");
+
+    // IPv6 inside the tunnel: the peer's v6 address leads to ::1.
+    let v6_echo = TcpListener::bind("[::1]:0").unwrap();
+    let port = v6_echo.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let Ok((mut stream, _)) = v6_echo.accept() else {
+            return;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut buf) {
+            if n == 0 || stream.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+    });
+    let stream = socks5_connect_to(front, Target::Name("fd77::1", port)).unwrap();
+    check_echo(stream, b"over ipv6 inside the tunnel");
 }
 
 #[test]
