@@ -4,9 +4,9 @@
 //! `PEER_V4:<port>` inside the tunnel reaches a loopback server here.
 //! 1 MiB each way over TCP, a UDP round trip, TCP over IPv6 inside the
 //! tunnel, a reused outbound keeping its tunnel across a reload, a wrong
-//! peer key failing
-//! flows cleanly, the peer restarted mid-way and recovered by our tunnel
-//! slot, and a stalled flow that holds up no other flow of the tunnel.
+//! peer key failing flows cleanly, the peer restarted mid-way and
+//! recovered by our tunnel slot, and a stalled flow that holds up no other
+//! flow of the tunnel.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
