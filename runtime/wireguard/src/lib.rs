@@ -18,5 +18,5 @@ mod udp;
 
 pub use connector::{WgConnector, TCP_CONNECT_ATTEMPT_TIMEOUT};
 pub use stream::WgStream;
-pub use tunnel::{Tunnel, TCP_BUF};
+pub use tunnel::Tunnel;
 pub use udp::WgUdp;

@@ -29,7 +29,7 @@ use crate::udp::WgUdp;
 /// window is its receive buffer (scaled past 64 KiB), and one flow on
 /// loopback needs a window of a few round trips at the tunnel's rate.
 /// Memory is touched only as bytes wait in it.
-pub const TCP_BUF: usize = 512 * 1024;
+const TCP_BUF: usize = 512 * 1024;
 /// A UDP link's buffers: the datagrams and their payload bytes.
 const UDP_PACKETS: usize = 256;
 const UDP_BYTES: usize = 256 * 1024;
@@ -186,14 +186,6 @@ impl Tunnel {
     pub fn open_udp(self: &Arc<Self>) -> io::Result<WgUdp> {
         let (handle, port) = self.lock().open_udp()?;
         Ok(WgUdp::new(self.clone(), handle, port))
-    }
-
-    /// Whether a tunnel-local address of `ip`'s family exists.
-    pub fn carries(&self, ip: IpAddr) -> bool {
-        self.lock()
-            .local
-            .iter()
-            .any(|l| l.is_ipv4() == ip.is_ipv4())
     }
 }
 

@@ -27,11 +27,6 @@ impl WgUdp {
         }
     }
 
-    /// The tunnel the link rides.
-    pub fn tunnel(&self) -> &Tunnel {
-        &self.tunnel
-    }
-
     /// Sends `payload` to `to`: `Pending` while the socket's buffer is
     /// full; a datagram to a family the tunnel has no address in is
     /// dropped, as UDP drops what it cannot route.
