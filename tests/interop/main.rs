@@ -19,4 +19,5 @@ mod trojan;
 mod v2ray;
 mod vless;
 mod vmess;
+mod wireguard;
 mod ws;

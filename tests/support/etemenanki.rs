@@ -77,6 +77,13 @@ impl Config {
         self
     }
 
+    /// Tables written as they are: an outbound the helpers here do not
+    /// spell, and the route to it.
+    pub fn raw(mut self, tables: &str) -> Config {
+        self.text.push_str(tables);
+        self
+    }
+
     /// The default outbound: `freedom`, straight to the destination.
     pub fn freedom(self) -> Config {
         self.outbound("freedom", None, None)

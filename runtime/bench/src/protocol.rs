@@ -1,12 +1,13 @@
 //! The protocol chains: the client speaks plain SOCKS5 to a proxy client
 //! (ours or the peer's own), which speaks shadowsocks, shadowsocks 2022,
-//! trojan, vmess or vless to a real server of that protocol, which connects
+//! trojan, vmess, vless or WireGuard to a real server of that protocol,
+//! which connects
 //! to the bench's loopback servers. Every client of one protocol talks to the
 //! same server program with the same method and key; the figures that
 //! compare the clients are the front's (the client's) own.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -23,6 +24,18 @@ pub const SS2022_METHOD: &str = "2022-blake3-aes-256-gcm";
 const PASSWORD: &str = "etemenanki-bench-secret";
 /// The 2022 PSK: base64 of 32 bytes of 0x42 (nothing here is secret).
 const SS2022_PSK: &str = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+/// WireGuard keys made for the bench with `sing-box generate wg-keypair`
+/// (nothing here is secret): the server's, and the client's that every
+/// WireGuard client uses.
+const WG_SERVER_PRIVATE: &str = "ILuP49m9Q22zkqhqe6+Rd2APOXtZwVx3RH8cso5y1kY=";
+const WG_SERVER_PUBLIC: &str = "uHtXOzSFDuYkvTQ7kFY+a4cnTS89/y8jDRHVnIQheHo=";
+const WG_CLIENT_PRIVATE: &str = "mCHjx/7h8q8sQRGdubrz7UaWrnYxD6xl/3E1MkWGO2U=";
+const WG_CLIENT_PUBLIC: &str = "EWr3ZqfVOWUBNOGWaZg61hOEDeL6saB4/3a4gwJhfQg=";
+/// The server's and the client's addresses inside the tunnel. sing-box
+/// sends what arrives for its own address on to loopback.
+const WG_SERVER_V4: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+const WG_CLIENT_V4: &str = "10.77.0.2";
+const WG_MTU: u16 = 1420;
 
 const SSSERVER: &str = "ssserver";
 const SSLOCAL: &str = "sslocal";
@@ -51,16 +64,18 @@ pub enum Protocol {
     VlessWs,
     /// vless over gRPC and TLS, to sing-box (v2ray 4.34 has no gRPC).
     VlessGrpc,
+    Wireguard,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 6] = [
+    pub const ALL: [Protocol; 7] = [
         Protocol::Shadowsocks,
         Protocol::Ss2022,
         Protocol::Trojan,
         Protocol::Vmess,
         Protocol::VlessWs,
         Protocol::VlessGrpc,
+        Protocol::Wireguard,
     ];
 
     pub fn name(self) -> &'static str {
@@ -73,6 +88,7 @@ impl Protocol {
             Protocol::VlessGrpc => {
                 "vless over grpc and tls, server sing-box (v2ray 4.34 has no grpc)"
             }
+            Protocol::Wireguard => "wireguard, server sing-box's wireguard endpoint",
         }
     }
 
@@ -138,6 +154,7 @@ pub fn launch(
         Protocol::Trojan => require(TROJAN),
         Protocol::VlessWs => require(V2RAY),
         Protocol::Vmess | Protocol::VlessGrpc => require(SING_BOX),
+        Protocol::Wireguard => require(SING_BOX),
     };
     let client_bin = match client {
         Client::Etemenanki => Ok(PathBuf::new()),
@@ -200,12 +217,18 @@ pub fn launch(
             )?;
             command.args(["run", "--disable-color", "-c"]).arg(&config);
         }
+        Protocol::Wireguard => {
+            let config = server_dir.path().join("sing-box.json");
+            std::fs::write(&config, wireguard_server_config(server_addr.port()))?;
+            command.args(["run", "--disable-color", "-c"]).arg(&config);
+        }
     }
     let server_name: &'static str = match protocol {
         Protocol::Trojan => "trojan-gfw server",
         Protocol::VlessWs => "v2ray server",
         Protocol::Vmess | Protocol::VlessGrpc => "sing-box server",
         Protocol::Shadowsocks | Protocol::Ss2022 => "ssserver",
+        Protocol::Wireguard => "sing-box wireguard server",
     };
     let server = Proxy::spawn_until(
         server_name,
@@ -281,6 +304,10 @@ pub fn launch(
         }
     };
     let (mut front, mut server) = (front, server);
+    let echo = match protocol {
+        Protocol::Wireguard => through_tunnel(echo),
+        _ => echo,
+    };
     if let Err(e) = through(front.addr, echo) {
         let front_log = front.failure(&format!(
             "{name} carries no connection to the echo server: {e}"
@@ -346,6 +373,13 @@ pub fn etemenanki_config(
              [outbound.settings]\nid = \"{UUID}\"\n",
             ca.map(show).unwrap_or_default()
         ),
+        Protocol::Wireguard => format!(
+            "protocol = \"wireguard\"\n\n\
+             [outbound.settings]\nprivate_key = \"{WG_CLIENT_PRIVATE}\"\n\
+             peer_public_key = \"{WG_SERVER_PUBLIC}\"\n\
+             endpoint = \"127.0.0.1:{server_port}\"\naddresses = [\"{WG_CLIENT_V4}\"]\n\
+             mtu = {WG_MTU}\n"
+        ),
     };
     format!(
         "\
@@ -402,6 +436,22 @@ pub fn sing_box_config(
     "transport": {transport} }}"#,
                 ca.map(show).unwrap_or_default()
             )
+        }
+        Protocol::Wireguard => {
+            // The client side is an endpoint too; the route sends every
+            // flow into it.
+            return format!(
+                r#"{{
+  "log": {{ "level": "warn" }},
+  "inbounds": [{{ "type": "socks", "tag": "socks-in", "listen": "127.0.0.1", "listen_port": {port} }}],
+  "endpoints": [{{ "type": "wireguard", "tag": "out", "system": false, "mtu": {WG_MTU},
+    "address": ["{WG_CLIENT_V4}/32"], "private_key": "{WG_CLIENT_PRIVATE}",
+    "peers": [{{ "address": "127.0.0.1", "port": {server_port},
+      "public_key": "{WG_SERVER_PUBLIC}", "allowed_ips": ["0.0.0.0/0"] }}] }}],
+  "route": {{ "final": "out" }}
+}}
+"#
+            );
         }
     };
     format!(
@@ -509,6 +559,30 @@ pub fn sing_box_server_config(
     )
 }
 
+/// `server`'s port at the WireGuard server's own tunnel address, where a
+/// client inside the tunnel reaches a loopback server.
+pub fn through_tunnel(server: SocketAddr) -> SocketAddr {
+    SocketAddr::from((WG_SERVER_V4, server.port()))
+}
+
+/// sing-box's wireguard endpoint on UDP 127.0.0.1:`port` with the bench's
+/// client as its one peer, sending flows out directly; a socks inbound on
+/// TCP 127.0.0.1:`port` only so the bench sees it ready.
+pub fn wireguard_server_config(port: u16) -> String {
+    format!(
+        r#"{{
+  "log": {{ "level": "warn" }},
+  "inbounds": [{{ "type": "socks", "tag": "ready", "listen": "127.0.0.1", "listen_port": {port} }}],
+  "endpoints": [{{ "type": "wireguard", "tag": "wg-in", "system": false, "mtu": {WG_MTU},
+    "address": ["{WG_SERVER_V4}/32"], "private_key": "{WG_SERVER_PRIVATE}", "listen_port": {port},
+    "peers": [{{ "public_key": "{WG_CLIENT_PUBLIC}", "allowed_ips": ["{WG_CLIENT_V4}/32"] }}] }}],
+  "outbounds": [{{ "type": "direct", "tag": "direct" }}],
+  "route": {{ "final": "direct" }}
+}}
+"#
+    )
+}
+
 /// trojan-gfw serving `port` with the bench's certificate; what it does
 /// not authenticate goes to `fallback`.
 pub fn trojan_server_config(port: u16, fallback: u16, cert: &Path, key: &Path) -> String {
@@ -550,6 +624,13 @@ mod tests {
         for protocol in Protocol::ALL {
             let ours = etemenanki_config(protocol, 1000, 2000, Some(&ca));
             assert!(ours.contains("listen = \"127.0.0.1\"\nport = 1000\n"));
+            if protocol == Protocol::Wireguard {
+                assert!(ours.contains("endpoint = \"127.0.0.1:2000\"\n"));
+                let sing_box = sing_box_config(protocol, 1000, 2000, None);
+                assert!(sing_box.contains(r#""address": "127.0.0.1", "port": 2000,"#));
+                assert!(wireguard_server_config(2000).contains(r#""listen_port": 2000,"#));
+                continue;
+            }
             assert!(ours.contains("server = \"127.0.0.1\"\nport = 2000\n"));
             let sing_box = sing_box_config(protocol, 1000, 2000, Some(&ca));
             assert!(sing_box.contains(r#""listen": "127.0.0.1", "listen_port": 1000"#));

@@ -4,6 +4,8 @@
 //! client (ours or a peer's) in front of a real shadowsocks, trojan,
 //! vmess or vless server.
 
+use std::net::SocketAddr;
+
 use crate::protocol::{Client, Protocol};
 
 /// One column of the result table.
@@ -65,6 +67,10 @@ pub enum Subject {
     VlessGrpcEtemenanki,
     /// ... sing-box's own client (v2ray 4.34 has no gRPC).
     VlessGrpcSingBox,
+    /// WireGuard to sing-box's wireguard endpoint: our runtime.
+    WgEtemenanki,
+    /// ... sing-box's own wireguard endpoint as the client.
+    WgSingBox,
 }
 
 impl Subject {
@@ -79,7 +85,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 18] = [
+    pub const PROTOCOL_CHAINS: [Subject; 20] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -98,6 +104,8 @@ impl Subject {
         Subject::VlessWsSingBox,
         Subject::VlessGrpcEtemenanki,
         Subject::VlessGrpcSingBox,
+        Subject::WgEtemenanki,
+        Subject::WgSingBox,
     ];
 
     pub fn name(self) -> &'static str {
@@ -128,6 +136,8 @@ impl Subject {
             Subject::VlessWsSingBox => "vless-ws-sing-box",
             Subject::VlessGrpcEtemenanki => "vless-grpc-etemenanki",
             Subject::VlessGrpcSingBox => "vless-grpc-sing-box",
+            Subject::WgEtemenanki => "wg-etemenanki",
+            Subject::WgSingBox => "wg-sing-box",
         }
     }
 
@@ -158,7 +168,19 @@ impl Subject {
             Subject::VlessWsSingBox => (Protocol::VlessWs, Client::SingBox),
             Subject::VlessGrpcEtemenanki => (Protocol::VlessGrpc, Client::Etemenanki),
             Subject::VlessGrpcSingBox => (Protocol::VlessGrpc, Client::SingBox),
+            Subject::WgEtemenanki => (Protocol::Wireguard, Client::Etemenanki),
+            Subject::WgSingBox => (Protocol::Wireguard, Client::SingBox),
             _ => return None,
         })
+    }
+
+    /// Where this column's client asks to go for a loopback server at
+    /// `server`: through a WireGuard tunnel, the server's port at the
+    /// peer's own tunnel address, which sing-box sends on to loopback.
+    pub fn target(self, server: SocketAddr) -> SocketAddr {
+        match self.protocol() {
+            Some((Protocol::Wireguard, _)) => crate::protocol::through_tunnel(server),
+            _ => server,
+        }
     }
 }

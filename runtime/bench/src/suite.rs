@@ -58,6 +58,7 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
         proxy.addr,
         &pids,
         servers,
+        subject.target(servers.idle),
         limits.idle_connections,
         subject.protocol().is_some(),
     ) {
@@ -114,7 +115,7 @@ pub fn measure_round(
     let cpu_before = cpu();
     let sequential = measure::connects::sequential(
         via,
-        servers.echo,
+        subject.target(servers.echo),
         limits.sequential_connects,
         limits.connect_time,
     );
@@ -128,7 +129,7 @@ pub fn measure_round(
     );
     let concurrent = measure::connects::concurrent(
         via,
-        servers.echo,
+        subject.target(servers.echo),
         limits.concurrency,
         limits.concurrent_connects,
         limits.connect_time,
@@ -138,7 +139,8 @@ pub fn measure_round(
         Figure::Concurrent,
         concurrent.map(|r| r.per_second()),
     );
-    match measure::bulk::run(via, servers.sink, &column.pids(), ticks, limits) {
+    let sink = subject.target(servers.sink);
+    match measure::bulk::run(via, sink, &column.pids(), ticks, limits) {
         Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), &bulk.cpu_per_gib()),
         Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
     }

@@ -97,19 +97,21 @@ fn wait_for_open(servers: &Servers, want: usize) -> io::Result<()> {
 /// it) before and after; one [`Idle`] per pid, in order. With `nudge`,
 /// each connection sends one byte once open: a shadowsocks client may send
 /// its request header only with the first payload, and until then the
-/// server behind it has not dialed the idle server.
+/// server behind it has not dialed the idle server. `target` is where the
+/// client asks for the idle server (`servers.idle` unless a tunnel maps it).
 pub fn run(
     proxy: SocketAddr,
     pids: &[u32],
     servers: &Servers,
+    target: SocketAddr,
     n: usize,
     nudge: bool,
 ) -> io::Result<Vec<Idle>> {
-    drop(open_many(proxy, servers.idle, WARM_UP, nudge)?);
+    drop(open_many(proxy, target, WARM_UP, nudge)?);
     wait_for_open(servers, 0)?;
     std::thread::sleep(QUIET);
     let before = read_all(pids)?;
-    let held = open_many(proxy, servers.idle, n, nudge)?;
+    let held = open_many(proxy, target, n, nudge)?;
     wait_for_open(servers, n)?;
     std::thread::sleep(QUIET);
     let after = read_all(pids)?;

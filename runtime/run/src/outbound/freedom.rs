@@ -1,11 +1,8 @@
 //! freedom: resolve and connect directly; UDP through one socket per family.
 
-use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::{Duration, Instant};
 
 use etemenanki_ir::spec::AddressFamily;
 use etemenanki_proto::Address;
@@ -13,6 +10,7 @@ use tokio::io::ReadBuf;
 use tokio::net::{TcpStream, UdpSocket};
 
 use super::link::DatagramLink;
+use super::link_names::LinkNames;
 
 use crate::dial::Dialer;
 use crate::resolve::{order, Resolver};
@@ -111,18 +109,10 @@ impl Freedom {
             v6,
             resolver: self.resolver.clone(),
             family: self.family,
-            lookup: None,
-            resolved: None,
+            names: LinkNames::default(),
         })
     }
 }
-
-/// How long a name a link resolved keeps its address before the next
-/// packet to it looks it up again.
-const NAME_TTL: Duration = Duration::from_secs(60);
-
-/// A lookup in flight for a packet to a name.
-type Lookup = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
 
 /// A freedom UDP link: sends to IPs from the socket of their family and to
 /// names through the outbound's resolver.
@@ -131,45 +121,10 @@ pub struct ResolvingUdp {
     v6: Option<UdpSocket>,
     resolver: Resolver,
     family: AddressFamily,
-    /// The lookup of the name the packet being sent is addressed to.
-    lookup: Option<(String, Lookup)>,
-    /// The name last resolved, its address and when: an association sends
-    /// packet after packet to the same name.
-    resolved: Option<(String, IpAddr, Instant)>,
+    names: LinkNames,
 }
 
 impl ResolvingUdp {
-    /// The address to send a packet for `host` to: from the last lookup
-    /// while it is fresh, else from a lookup this call starts or continues.
-    /// `Ready(None)` when the name resolves to nothing usable.
-    fn poll_resolve(&mut self, cx: &mut Context<'_>, host: &str) -> Poll<Option<IpAddr>> {
-        if let Some((name, ip, at)) = &self.resolved {
-            if name == host && at.elapsed() < NAME_TTL {
-                return Poll::Ready(Some(*ip));
-            }
-        }
-        if !matches!(&self.lookup, Some((name, _)) if name == host) {
-            let resolver = self.resolver.clone();
-            let name = host.to_owned();
-            let lookup: Lookup = Box::pin(async move { resolver.lookup(&name).await });
-            self.lookup = Some((host.to_owned(), lookup));
-        }
-        let Some((_, lookup)) = &mut self.lookup else {
-            return Poll::Ready(None);
-        };
-        let found = ready!(lookup.as_mut().poll(cx)).unwrap_or_default();
-        let Some((name, _)) = self.lookup.take() else {
-            return Poll::Ready(None);
-        };
-        let usable = order(found, self.family)
-            .into_iter()
-            .find(|ip| self.socket_for(ip.is_ipv6()).is_some());
-        if let Some(ip) = usable {
-            self.resolved = Some((name, ip, Instant::now()));
-        }
-        Poll::Ready(usable)
-    }
-
     fn socket_for(&self, v6: bool) -> Option<&UdpSocket> {
         if v6 {
             self.v6.as_ref()
@@ -188,13 +143,37 @@ impl DatagramLink for ResolvingUdp {
     ) -> Poll<io::Result<()>> {
         let peer = match to {
             Address::Ip(addr) => *addr,
-            Address::Domain(host, port) => match ready!(self.poll_resolve(cx, host)) {
-                Some(ip) => SocketAddr::new(ip, *port),
-                None => {
-                    tracing::debug!("freedom: dropping a datagram to an unresolvable {to:?}");
-                    return Poll::Ready(Ok(()));
+            Address::Domain(host, port) => {
+                let ResolvingUdp {
+                    v4,
+                    v6,
+                    resolver,
+                    family,
+                    names,
+                } = self;
+                let (has_v4, has_v6) = (v4.is_some(), v6.is_some());
+                let found = names.poll_resolve(cx, host, |name| {
+                    let resolver = resolver.clone();
+                    let family = *family;
+                    Box::pin(async move {
+                        let found = resolver.lookup(&name).await.unwrap_or_default();
+                        order(found, family).into_iter().find(|ip| {
+                            if ip.is_ipv6() {
+                                has_v6
+                            } else {
+                                has_v4
+                            }
+                        })
+                    })
+                });
+                match ready!(found) {
+                    Some(ip) => SocketAddr::new(ip, *port),
+                    None => {
+                        tracing::debug!("freedom: dropping a datagram to an unresolvable {to:?}");
+                        return Poll::Ready(Ok(()));
+                    }
                 }
-            },
+            }
         };
         let socket = self.socket_for(peer.is_ipv6()).ok_or_else(|| {
             io::Error::new(

@@ -17,6 +17,7 @@ use super::ss2022_udp::Ss2022Udp;
 use super::trojan::TrojanUdp;
 use super::vless::VlessUdp;
 use super::vmess::VmessUdp;
+use super::wireguard::WgDatagram;
 
 /// What every datagram link does: send a packet to its own address, and
 /// receive the next one with its source.
@@ -51,6 +52,7 @@ pub enum OutboundDatagram {
     /// Boxed: two datagram buffers' pointers and a session's keys.
     Ss2022(Box<Ss2022Udp>),
     Vmess(Box<VmessUdp>),
+    Wireguard(Box<WgDatagram>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -81,6 +83,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Shadowsocks(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Vmess(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Wireguard(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -98,6 +101,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Shadowsocks(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Vmess(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Wireguard(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
         }
     }

@@ -6,6 +6,7 @@ mod freedom;
 mod handshake;
 mod http;
 mod link;
+mod link_names;
 mod shadowsocks;
 mod shadowsocks_udp;
 mod socks;
@@ -17,6 +18,7 @@ mod trojan;
 mod vless;
 mod vless_stream;
 mod vmess;
+mod wireguard;
 
 use std::io;
 use std::net::IpAddr;
@@ -44,6 +46,7 @@ use vless::Vless;
 pub use vless::VLESS_BUF;
 use vmess::Vmess;
 pub use vmess::VMESS_BUF;
+use wireguard::Wireguard;
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -64,6 +67,8 @@ enum Kind {
     Vless(Vless),
     /// Boxed: the auth id's AES key schedule is large.
     Vmess(Box<Vmess>),
+    /// Boxed: a connector with its resolvers and tunnel slot.
+    Wireguard(Box<Wireguard>),
     Blackhole,
 }
 
@@ -132,6 +137,9 @@ impl Outbound {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
                 Kind::Vmess(Box::new(Vmess::new(connector, id.expose(), *security)?))
             }
+            OutboundProtocol::Wireguard(wg) => {
+                Kind::Wireguard(Box::new(Wireguard::new(wg, dialer, dns)))
+            }
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -185,6 +193,7 @@ impl Outbound {
             Kind::Ss2022(ss) => ss.connect(destination).await,
             Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Vmess(vmess) => vmess.connect(destination).await,
+            Kind::Wireguard(wg) => wg.connect(destination, resolved).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -237,6 +246,10 @@ impl Outbound {
                 .associate(toward)
                 .await
                 .map(|udp| OutboundDatagram::Vless(Box::new(udp))),
+            Kind::Wireguard(wg) => wg
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Wireguard(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
     }
