@@ -53,6 +53,27 @@ impl Config {
         self.listens.push(listen);
     }
 
+    /// A `protocol` inbound on `listen` (trojan, vless, vmess,
+    /// shadowsocks, ...), with the inbound's tables (`[inbound.stream]`,
+    /// `[inbound.settings]`, ...) as `tables` writes them.
+    pub fn proxy_in(mut self, protocol: &str, listen: SocketAddr, tables: &str) -> Config {
+        let _ = write!(
+            self.text,
+            "[[inbound]]\ntag = \"{protocol}-in\"\nprotocol = \"{protocol}\"\n\
+             listen = \"{}\"\nport = {}\n{tables}\n",
+            listen.ip(),
+            listen.port()
+        );
+        self.listens.push(listen);
+        self
+    }
+
+    /// `text` as written, after what is there: a `[limits]` table, say.
+    pub fn raw(mut self, text: &str) -> Config {
+        self.text.push_str(text);
+        self
+    }
+
     /// The default outbound: a `socks` client of `server`.
     pub fn socks_out(self, server: SocketAddr, login: Option<Login>) -> Config {
         self.outbound("socks", Some(server), login)
