@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, first_datagram, first_flight, never_panicked,
-    ours_client, own_dir, probe, probe_udp, serve, SsLocal, HELD, SHORT_HANDSHAKE,
+    ours_client, own_dir, probe, probe_udp, serve, SsLocal, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX,
+    UDP_MAX,
 };
 use crate::support::binaries::peer;
 use crate::support::process::scratch_dir;
@@ -48,7 +49,11 @@ fn carries_every_method(test: &str, client: SsLocal) {
         );
         let (_client, front) = client.start(&bin, &dir, server, method, PASSWORD);
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        let largest = match client {
+            SsLocal::Libev => SMALL_UDP_MAX,
+            SsLocal::Rust => UDP_MAX,
+        };
+        carries_udp(front, &what, largest);
         ours.wait_for_log("via out@v1");
     }
 }
@@ -89,7 +94,7 @@ fn our_shadowsocks_outbound_reaches_our_shadowsocks_inbound_for_every_method() {
             &outbound_tables(method, PASSWORD),
         );
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
         ours.wait_for_log("via out@v1");
     }
 }
@@ -158,6 +163,7 @@ fn noise_and_truncated_handshakes_never_crash_our_shadowsocks_inbound() {
         carries_udp(
             front,
             &format!("our shadowsocks inbound with {method} after udp probes"),
+            UDP_MAX,
         );
         drop(hanging);
         never_panicked(&ours);

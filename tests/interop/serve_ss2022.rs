@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, first_datagram, first_flight, never_panicked,
     ours_client, own_dir, probe, probe_udp, serve, sing_box_client, SsLocal, HELD, SHORT_HANDSHAKE,
+    UDP_MAX,
 };
 use crate::support::binaries::peer;
 use crate::support::process::scratch_dir;
@@ -138,7 +139,7 @@ fn single_user_every_method(test: &str, client: Client) {
         );
         let (_client, front) = client.start(&dir, server, method, keys.server);
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
         ours.wait_for_log("via out@v1");
     }
 }
@@ -183,7 +184,7 @@ fn sslocal_and_sing_box_reach_each_user_of_our_multi_user_ss2022_inbound() {
                 let (_client, front) =
                     client.start(&dir, server, method, &password(psk, Some(keys.server)));
                 carries_tcp(front, &what);
-                carries_udp(front, &what);
+                carries_udp(front, &what, UDP_MAX);
             }
             let (_stranger, front) = client.start(
                 &dir,
@@ -233,7 +234,7 @@ fn our_ss2022_outbound_reaches_our_ss2022_inbound_single_and_multi_user() {
                 &outbound_tables(method, psk, identity),
             );
             carries_tcp(front, &what);
-            carries_udp(front, &what);
+            carries_udp(front, &what, UDP_MAX);
             ours.wait_for_log("via out@v1");
         }
     }
@@ -302,6 +303,7 @@ fn noise_and_truncated_handshakes_never_crash_our_ss2022_inbound() {
         carries_udp(
             front,
             &format!("our ss2022 inbound with {method} after udp probes"),
+            UDP_MAX,
         );
         drop(hanging);
         never_panicked(&ours);

@@ -13,7 +13,7 @@ use std::process::Command;
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, curl_page, first_flight, never_panicked,
     ours_client, own_dir, probe, serve, setup, sing_box_client, Transport, HELD, SERVER_NAME,
-    SHORT_HANDSHAKE,
+    SHORT_HANDSHAKE, UDP_MAX,
 };
 use crate::support::client::socks5_connect;
 use crate::support::process::Process;
@@ -117,7 +117,7 @@ fn trojan_gfw_client_carries_tcp_and_udp_through_our_trojan_tls_inbound() {
 
     carries_tcp(front, "trojan-gfw through our trojan inbound");
     ours.wait_for_log("via out@v1");
-    carries_udp(front, "trojan-gfw through our trojan inbound");
+    carries_udp(front, "trojan-gfw through our trojan inbound", UDP_MAX);
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn sing_box_trojan_client_carries_tcp_and_udp_through_our_trojan_tls_inbound() {
 
     carries_tcp(front, "sing-box through our trojan inbound");
     ours.wait_for_log("via out@v1");
-    carries_udp(front, "sing-box through our trojan inbound");
+    carries_udp(front, "sing-box through our trojan inbound", UDP_MAX);
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn sing_box_trojan_client_reaches_our_trojan_inbound_over_ws_and_grpc_under_tls(
             &sing_box_trojan(server, PASSWORD, transport, &pki.ca),
         );
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
     }
 }
 
@@ -211,7 +211,7 @@ fn our_trojan_outbound_reaches_our_trojan_inbound_over_every_transport() {
             &outbound_tables(transport, &pki.ca, PASSWORD),
         );
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
         ours.wait_for_log("via out@v1");
     }
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, curl_page, first_flight, never_panicked,
     ours_client, own_dir, probe, serve, setup, sing_box_client, v2ray_client, Transport, HELD,
-    SHORT_HANDSHAKE,
+    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::servers::{free_addr, http_origin};
 
@@ -93,7 +93,7 @@ fn v2ray_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_tcp_and
         );
         carries_tcp(front, &what);
         ours.wait_for_log("via out@v1");
-        carries_udp(front, &what);
+        carries_udp(front, &what, SMALL_UDP_MAX);
     }
 }
 
@@ -119,7 +119,11 @@ fn sing_box_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_grpc
     );
     carries_tcp(front, "sing-box through our vless inbound over grpc+tls");
     ours.wait_for_log("via out@v1");
-    carries_udp(front, "sing-box through our vless inbound over grpc+tls");
+    carries_udp(
+        front,
+        "sing-box through our vless inbound over grpc+tls",
+        UDP_MAX,
+    );
 }
 
 #[test]
@@ -155,7 +159,7 @@ fn our_vless_outbound_reaches_our_vless_inbound_over_every_transport() {
             &outbound_tables(transport, &pki.ca, ID),
         );
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
         ours.wait_for_log("via out@v1");
     }
 }

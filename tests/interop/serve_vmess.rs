@@ -13,7 +13,7 @@ use std::thread;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, first_flight, never_panicked, ours_client, own_dir,
-    probe, serve, setup, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
+    probe, serve, setup, v2ray_client, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
@@ -90,7 +90,7 @@ fn v2ray_vmess_client_carries_tcp_and_udp_through_our_vmess_inbound_over_tcp_and
             let outbound = v2ray_vmess(server, ID, security, transport, &pki.ca);
             let (_v2ray, front) = v2ray_client(&peers[0], &dir, &outbound);
             carries_tcp(front, &what);
-            carries_udp(front, &what);
+            carries_udp(front, &what, SMALL_UDP_MAX);
         }
         ours.wait_for_log("via out@v1");
     }
@@ -200,7 +200,7 @@ fn our_vmess_outbound_reaches_our_vmess_inbound_over_every_transport_and_securit
             &outbound_tables(transport, &pki.ca, ID, security),
         );
         carries_tcp(front, &what);
-        carries_udp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
         ours.wait_for_log("via out@v1");
     }
 }
