@@ -113,6 +113,19 @@ impl Users {
         !self.users.is_empty()
     }
 
+    /// The identity of `user`, the hash its identity headers carry (None
+    /// for the one user of a single-user inbound): what a new table is
+    /// asked whether this user remains.
+    pub fn identity(&self, user: UserId) -> Option<[u8; BLOCK_LEN]> {
+        user.and_then(|index| self.users.get(index))
+            .map(|user| hash16(&user.psk))
+    }
+
+    /// Whether a user has the identity `hash`.
+    pub fn knows(&self, hash: &[u8; BLOCK_LEN]) -> bool {
+        self.by_hash.contains_key(hash)
+    }
+
     /// The user an identity header names, by the hash it carries.
     pub(super) fn find(&self, hash: &[u8; BLOCK_LEN]) -> Option<usize> {
         self.by_hash.get(hash).copied()

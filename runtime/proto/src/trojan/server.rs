@@ -39,7 +39,8 @@ impl Users {
         Users { hashes }
     }
 
-    fn knows(&self, hash: &[u8; HASH_LEN]) -> bool {
+    /// Whether a user's password hashes to `hash`.
+    pub fn knows(&self, hash: &[u8; HASH_LEN]) -> bool {
         self.hashes.binary_search(hash).is_ok()
     }
 }
@@ -51,6 +52,16 @@ pub struct Request {
     /// The destination of a CONNECT; for a UDP association, the address
     /// the request names (a placeholder: every packet names its own).
     destination: Address,
+    /// The hash of the user's password.
+    user: [u8; HASH_LEN],
+}
+
+impl Request {
+    /// The hash of the password the client authenticated with: what a new
+    /// user table is asked whether this client's user remains.
+    pub fn user(&self) -> &[u8; HASH_LEN] {
+        &self.user
+    }
 }
 
 impl ServerRequest for Request {
@@ -135,7 +146,11 @@ impl ServerCore for Core {
             None if rest.len() == used => need_more,
             Some(end) if end == CRLF => Ok(ServerStep::Open {
                 consumed: HASH_LEN + 2 + 1 + used + 2,
-                request: Request { kind, destination },
+                request: Request {
+                    kind,
+                    destination,
+                    user: *hash,
+                },
             }),
             _ => Err(Refusal::silent("trojan: the request does not end in CRLF")),
         }

@@ -30,7 +30,8 @@ impl Users {
         Users { ids }
     }
 
-    fn knows(&self, id: &[u8; 16]) -> bool {
+    /// Whether `id` is a user's.
+    pub fn knows(&self, id: &[u8; 16]) -> bool {
         self.ids.binary_search(id).is_ok()
     }
 }
@@ -41,9 +42,16 @@ pub struct Request {
     kind: FlowKind,
     /// The stream's destination, or the one target of every UDP packet.
     target: Address,
+    /// The user's id.
+    user: [u8; 16],
 }
 
 impl Request {
+    /// The id the client authenticated with.
+    pub fn user(&self) -> &[u8; 16] {
+        &self.user
+    }
+
     /// The framing of a UDP request's stream after its header: packets to
     /// and from the request's target.
     pub fn datagrams(&self) -> UdpFraming {
@@ -101,6 +109,7 @@ impl ServerCore for Core {
         let Some((id, rest)) = rest.split_first_chunk::<16>() else {
             return need_more;
         };
+        let user = *id;
         if !self.users.knows(id) {
             return Err(Refusal::silent("vless: unknown user id"));
         }
@@ -124,7 +133,7 @@ impl ServerCore for Core {
             Ok(None) => need_more,
             Ok(Some((target, used))) => Ok(ServerStep::Open {
                 consumed: 1 + 16 + 1 + 1 + used,
-                request: Request { kind, target },
+                request: Request { kind, target, user },
             }),
             Err(()) => Err(Refusal::silent("vless: bad address in the request")),
         }

@@ -68,7 +68,6 @@ impl User {
         }
     }
 
-    #[cfg(test)]
     pub fn cmd_key(&self) -> &[u8; 16] {
         &self.cmd_key
     }

@@ -61,6 +61,11 @@ impl Users {
         }
     }
 
+    /// Whether a user's command key is `cmd_key`.
+    pub fn knows(&self, cmd_key: &[u8; 16]) -> bool {
+        self.users.iter().any(|user| user.cmd_key() == cmd_key)
+    }
+
     /// The user whose key opens `id`, and the id's timestamp.
     fn open(&self, id: &[u8; 16]) -> Option<(usize, u64)> {
         self.users
@@ -78,6 +83,8 @@ pub struct Request {
     session: Session,
     layout: Layout,
     response: [u8; SEALED_LEN],
+    /// The user's command key, which names the user without its id.
+    user: [u8; 16],
 }
 
 /// Without the keys.
@@ -97,6 +104,11 @@ fn wrong_kind(text: &'static str) -> io::Error {
 }
 
 impl Request {
+    /// The command key of the user the client authenticated as.
+    pub fn user(&self) -> &[u8; 16] {
+        &self.user
+    }
+
     /// The body of a TCP request: the client's chunks opened, ours sealed.
     pub fn into_codec(self) -> io::Result<VmessStream> {
         match self.kind {
@@ -252,6 +264,7 @@ impl ServerCore for Core {
                 session,
                 layout: header.layout,
                 response,
+                user: *user.cmd_key(),
             },
         })
     }

@@ -152,6 +152,68 @@ impl Serve {
     }
 }
 
+impl Serve {
+    /// Takes `old`'s replay filters, so what it saw stays refused.
+    fn keep_filters(&mut self, old: &Serve) {
+        match (self, old) {
+            (Serve::Vmess { replay, .. }, Serve::Vmess { replay: kept, .. }) => {
+                *replay = kept.clone()
+            }
+            (Serve::Shadowsocks { salts, .. }, Serve::Shadowsocks { salts: kept, .. })
+            | (Serve::Ss2022 { salts, .. }, Serve::Ss2022 { salts: kept, .. }) => {
+                *salts = kept.clone()
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this table still has `member`'s user.
+    fn keeps(&self, member: &Member) -> bool {
+        match (self, member) {
+            (Serve::Trojan { users, .. }, Member::Trojan(hash)) => users.knows(hash),
+            (Serve::Vless { users, .. }, Member::Vless(id)) => users.knows(id),
+            (Serve::Vmess { users, .. }, Member::Vmess(key)) => users.knows(key),
+            (Serve::Ss2022 { users, .. }, Member::Ss2022(identity)) => users.knows(identity),
+            _ => false,
+        }
+    }
+}
+
+/// The user a connection authenticated as, as its table names it.
+pub enum Member {
+    /// The password's hash.
+    Trojan([u8; 56]),
+    /// The user id.
+    Vless([u8; 16]),
+    /// The user's command key.
+    Vmess([u8; 16]),
+    /// The hash its identity headers carry.
+    Ss2022([u8; 16]),
+}
+
+impl Shared {
+    /// The keys of a Shadowsocks inbound's UDP socket, from the current
+    /// users.
+    fn udp_keys(&self) -> Option<ss_udp::Keys> {
+        match &**self.serve.load() {
+            Serve::Shadowsocks { master, .. } => Some(ss_udp::Keys::Aead(master.clone())),
+            Serve::Ss2022 { users, .. } => Some(ss_udp::Keys::Ss2022(users.clone())),
+            _ => None,
+        }
+    }
+
+    /// Resolves once a reload has removed `member`'s user.
+    async fn removed(&self, member: &Member) {
+        let mut changed = self.users_changed.subscribe();
+        // A table published between the handshake and here counts too.
+        while self.serve.load().keeps(member) {
+            if changed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
 /// The TLS of a transport this runtime serves: tcp, with or without TLS.
 fn plain_shape(transport: &InboundTransport) -> io::Result<Option<&ServerTls>> {
     match transport.shape {
@@ -175,7 +237,11 @@ pub struct Shared {
     pub plane: Arc<ArcSwap<Plane>>,
     /// Dials a refused client's fallback, under the socket policy.
     pub dialer: Dialer,
-    serve: Serve,
+    /// Replaced whole by a reload that changes only the users; each
+    /// connection takes the one current when it starts.
+    serve: ArcSwap<Serve>,
+    /// Told when `serve` is replaced, so connections of removed users end.
+    users_changed: watch::Sender<()>,
     acceptor: Acceptor,
     admission: Admission,
 }
@@ -190,7 +256,7 @@ pub struct Inbound {
     listener: Option<TcpListener>,
     /// A Shadowsocks inbound's UDP socket, on the listener's port, kept
     /// for the inbound that replaces this one too.
-    udp: Option<(Socket, ss_udp::Keys)>,
+    udp: Option<Socket>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
     udp_task: Option<JoinHandle<()>>,
@@ -226,30 +292,22 @@ impl Inbound {
             None => (listen(spec.listen)?, None),
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
-        let udp_keys = match (&spec.protocol, &serve) {
-            (InboundProtocol::Shadowsocks { udp: true, .. }, Serve::Shadowsocks { master, .. }) => {
-                Some(ss_udp::Keys::Aead(master.clone()))
-            }
-            (InboundProtocol::Ss2022 { udp: true, .. }, Serve::Ss2022 { users, .. }) => {
-                Some(ss_udp::Keys::Ss2022(users.clone()))
-            }
-            _ => None,
-        };
-        let udp = match udp_keys {
-            Some(keys) => {
-                let udp = match udp_handoff {
-                    Some(udp) => udp,
-                    None => Socket::from(ss_udp::bind(listener.local_addr()?)?),
-                };
-                Some((udp, keys))
-            }
-            None => None,
+        let serves_udp = matches!(
+            spec.protocol,
+            InboundProtocol::Shadowsocks { udp: true, .. }
+                | InboundProtocol::Ss2022 { udp: true, .. }
+        );
+        let udp = match (serves_udp, udp_handoff) {
+            (false, _) => None,
+            (true, Some(udp)) => Some(udp),
+            (true, None) => Some(Socket::from(ss_udp::bind(listener.local_addr()?)?)),
         };
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
             accounts,
-            serve,
+            serve: ArcSwap::from_pointee(serve),
+            users_changed: watch::channel(()).0,
             acceptor,
             admission: Admission::new(&limits.load()),
             limits,
@@ -278,11 +336,7 @@ impl Inbound {
         (self.listen == addr && (same_tag || !any_port)).then(|| {
             Ok(Handoff {
                 tcp: self.socket.try_clone()?,
-                udp: self
-                    .udp
-                    .as_ref()
-                    .map(|(udp, _)| udp.try_clone())
-                    .transpose()?,
+                udp: self.udp.as_ref().map(Socket::try_clone).transpose()?,
             })
         })
     }
@@ -305,13 +359,13 @@ impl Inbound {
             self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
         }
         if self.udp_task.is_none() {
-            if let Some((udp, keys)) = self.udp.as_ref() {
+            if let Some(udp) = self.udp.as_ref() {
                 let socket = udp
                     .try_clone()
                     .and_then(|udp| tokio::net::UdpSocket::from_std(udp.into()));
                 match socket {
                     Ok(socket) => {
-                        let task = ss_udp::serve(self.shared.clone(), socket, keys.clone());
+                        let task = ss_udp::serve(self.shared.clone(), socket);
                         self.udp_task = Some(tokio::spawn(task));
                     }
                     Err(e) => tracing::warn!("inbound {}: udp not served: {e}", self.shared.tag),
@@ -319,7 +373,28 @@ impl Inbound {
             }
         }
     }
+
+    /// The running inbound with the users of `spec`, which differs from
+    /// its own in its users only: built here, where an error can still
+    /// refuse the apply, and taken by [`Inbound::take_users`]. The replay
+    /// filters carry over, so a request seen before the reload is still
+    /// refused after it.
+    pub fn with_users(&self, spec: &InboundSpec) -> io::Result<Users> {
+        let (mut serve, _) = Serve::build(&spec.protocol)?;
+        serve.keep_filters(&self.shared.serve.load());
+        Ok(Users(serve))
+    }
+
+    /// Serves new connections with `users`; connections of users it no
+    /// longer has end, the others run on.
+    pub fn take_users(&self, users: Users) {
+        self.shared.serve.store(Arc::new(users.0));
+        self.shared.users_changed.send_replace(());
+    }
 }
+
+/// A running inbound's next user table, built by [`Inbound::with_users`].
+pub struct Users(Serve);
 
 /// The sockets an inbound hands over to the one that replaces it on the
 /// same address.
@@ -400,7 +475,8 @@ async fn serve(
 ) -> io::Result<()> {
     let limit = shared.limits.load().handshake_timeout;
     let client = shared.acceptor.accept(socket, limit).await?;
-    match &shared.serve {
+    let serve = shared.serve.load_full();
+    match &*serve {
         Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
         Serve::Trojan { users, fallback } => {

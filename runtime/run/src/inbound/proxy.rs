@@ -22,7 +22,7 @@ use tokio::io::AsyncWriteExt;
 use super::admission::Handshaking;
 use super::handshake::{handshake, open_and_relay, unspecified, Handshake};
 use super::refused::refused;
-use super::{datagrams, Shared};
+use super::{datagrams, Member, Shared};
 use crate::framed::Framed;
 use crate::outbound::{TROJAN_BUF, VLESS_BUF, VMESS_BUF};
 use crate::stream_datagrams::StreamDatagrams;
@@ -32,13 +32,15 @@ use crate::stream_datagrams::StreamDatagrams;
 const MAX_HANDSHAKE: usize = 2048;
 
 /// Runs `core` over the client; an authenticated request goes to `open`
-/// with the client and what it sent after the request.
+/// with the client and what it sent after the request, and runs until it
+/// ends or a reload removes its user (`member` names it).
 async fn serve<C, F, Fut>(
     shared: &Shared,
     mut client: Stream,
     admitted: Handshaking,
     mut core: C,
     fallback: Option<SocketAddr>,
+    member: impl FnOnce(&C::Request) -> Option<Member>,
     open: F,
 ) -> io::Result<()>
 where
@@ -58,7 +60,19 @@ where
         }
         Handshake::Open { request, early } => {
             drop(admitted);
-            open(client, request, early).await
+            let Some(member) = member(&request) else {
+                return open(client, request, early).await;
+            };
+            tokio::select! {
+                served = open(client, request, early) => served,
+                () = shared.removed(&member) => Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{}: the user was removed by a reload",
+                        shared.spec.protocol.name()
+                    ),
+                )),
+            }
         }
     }
 }
@@ -72,12 +86,14 @@ pub async fn trojan(
     fallback: Option<SocketAddr>,
 ) -> io::Result<()> {
     let core = trojan::server::Core::new(users);
+    let member = |request: &trojan::server::Request| Some(Member::Trojan(*request.user()));
     serve(
         shared,
         client,
         admitted,
         core,
         fallback,
+        member,
         |client, request, early| async move {
             match request.kind() {
                 FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
@@ -104,12 +120,14 @@ pub async fn vless(
     fallback: Option<SocketAddr>,
 ) -> io::Result<()> {
     let core = vless::server::Core::new(users);
+    let member = |request: &vless::server::Request| Some(Member::Vless(*request.user()));
     serve(
         shared,
         client,
         admitted,
         core,
         fallback,
+        member,
         |mut client, request, early| async move {
             match request.kind() {
                 FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
@@ -140,12 +158,14 @@ pub async fn vmess(
     replay: Arc<vmess::server::ReplayFilter>,
 ) -> io::Result<()> {
     let core = vmess::server::Core::new(users, replay);
+    let member = |request: &vmess::server::Request| Some(Member::Vmess(*request.user()));
     serve(
         shared,
         client,
         admitted,
         core,
         None,
+        member,
         |client, request, early| async move {
             // The response header does not depend on the dial: it is staged
             // ahead of the first sealed chunk, and never sent if the dial fails.
@@ -187,12 +207,15 @@ pub async fn shadowsocks(
     salts: Arc<shadowsocks::server::SaltFilter>,
 ) -> io::Result<()> {
     let core = shadowsocks::server::Core::new(master, salts);
+    // One password, which a reload cannot remove without a rebuild.
+    let member = |_: &shadowsocks::server::Request| None;
     serve(
         shared,
         client,
         admitted,
         core,
         None,
+        member,
         |client, request, early| async move {
             let answered = Answered::of(&request);
             const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
@@ -211,13 +234,19 @@ pub async fn ss2022(
     users: Arc<ss2022::server::Users>,
     salts: Arc<ss2022::server::SaltFilter>,
 ) -> io::Result<()> {
+    let table = users.clone();
     let core = ss2022::server::Core::new(users, salts);
+    // A single-user inbound's one user changes only with its PSK, which
+    // rebuilds it.
+    let member =
+        |request: &ss2022::server::Request| table.identity(request.user()).map(Member::Ss2022);
     serve(
         shared,
         client,
         admitted,
         core,
         None,
+        member,
         |client, request, early| async move {
             let answered = Answered::of(&request);
             const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;

@@ -24,6 +24,7 @@ use etemenanki_proto::ss2022::server::{UdpClientSession, UdpHead, Users};
 use etemenanki_proto::{shadowsocks, ss2022};
 use tokio::io::ReadBuf;
 use tokio::net::UdpSocket;
+use tokio::sync::watch;
 use tokio::time::{Instant, Interval};
 
 use super::Shared;
@@ -37,7 +38,6 @@ const MAX_CLIENTS: usize = 4_096;
 const SWEEP: Duration = Duration::from_secs(10);
 
 /// The keys a Shadowsocks UDP server opens and seals with.
-#[derive(Clone)]
 pub enum Keys {
     Aead(MasterKey),
     Ss2022(Arc<Users>),
@@ -58,8 +58,12 @@ struct Client {
     active: Instant,
 }
 
-pub async fn serve(shared: Arc<Shared>, socket: UdpSocket, keys: Keys) {
+pub async fn serve(shared: Arc<Shared>, socket: UdpSocket) {
+    let Some(keys) = shared.udp_keys() else {
+        return;
+    };
     let mut server = Server {
+        users: shared.users_changed.subscribe(),
         shared,
         socket,
         keys,
@@ -73,6 +77,10 @@ pub async fn serve(shared: Arc<Shared>, socket: UdpSocket, keys: Keys) {
 
 struct Server {
     shared: Arc<Shared>,
+    /// Told when a reload replaces the users: the keys are taken again and
+    /// every 2022 session forgotten (its client starts a new one with its
+    /// next packet; a removed user's packets no longer open).
+    users: watch::Receiver<()>,
     socket: UdpSocket,
     keys: Keys,
     clients: HashMap<ClientKey, Client>,
@@ -83,6 +91,15 @@ struct Server {
 
 impl Server {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.users.has_changed().unwrap_or(false) {
+            self.users.mark_unchanged();
+            if let Some(keys) = self.shared.udp_keys() {
+                self.keys = keys;
+            }
+            if matches!(self.keys, Keys::Ss2022(_)) {
+                self.clients.clear();
+            }
+        }
         if self.sweep.poll_tick(cx).is_ready() {
             let idle = self.shared.limits.load().relay_idle_timeout;
             self.clients
