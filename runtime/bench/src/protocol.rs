@@ -80,7 +80,7 @@ pub fn find(program: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn require(program: &str) -> Result<PathBuf, String> {
+pub fn require(program: &str) -> Result<PathBuf, String> {
     find(program)
         .ok_or_else(|| format!("{program} is not installed (not on PATH nor in ~/.cargo/bin)"))
 }
