@@ -20,15 +20,16 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use etemenanki_ir::spec::{
-    InboundProtocol, InboundSpec, InboundTransport, Limits, Secret, ServerShape, ServerTls, Uuid,
+    InboundProtocol, InboundSpec, Limits, Secret, ServerShape, ServerTls, Uuid,
 };
 use etemenanki_proto::aead::{Algorithm, MasterKey};
 use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess};
-use etemenanki_transport::{listen, Acceptor};
+use etemenanki_transport::grpc::GrpcConnection;
+use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::connect::Opened;
 use crate::dial::Dialer;
@@ -71,14 +72,16 @@ enum Serve {
 }
 
 impl Serve {
-    /// The core of `protocol`, and the TLS its transport serves.
-    fn build(protocol: &InboundProtocol) -> io::Result<(Serve, Option<&ServerTls>)> {
+    /// The core of `protocol`, and the transport it is served under.
+    fn build(protocol: &InboundProtocol) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
         let ids = |ids: &[Secret<Uuid>]| -> Vec<[u8; 16]> {
             ids.iter().map(|id| id.expose().0).collect()
         };
         Ok(match protocol {
-            InboundProtocol::Socks { udp, tls, .. } => (Serve::Socks { udp: *udp }, tls.as_ref()),
-            InboundProtocol::Http { tls, .. } => (Serve::Http, tls.as_ref()),
+            InboundProtocol::Socks { udp, tls, .. } => {
+                (Serve::Socks { udp: *udp }, &TCP, tls.as_ref())
+            }
+            InboundProtocol::Http { tls, .. } => (Serve::Http, &TCP, tls.as_ref()),
             InboundProtocol::Trojan {
                 passwords,
                 transport,
@@ -90,7 +93,7 @@ impl Serve {
                     users,
                     fallback: *fallback,
                 };
-                (serve, plain_shape(transport)?)
+                (serve, &transport.shape, transport.tls.as_ref())
             }
             InboundProtocol::Vless {
                 ids: list,
@@ -102,7 +105,7 @@ impl Serve {
                     users,
                     fallback: *fallback,
                 };
-                (serve, plain_shape(transport)?)
+                (serve, &transport.shape, transport.tls.as_ref())
             }
             InboundProtocol::Vmess {
                 ids: list,
@@ -112,7 +115,7 @@ impl Serve {
                     users: Arc::new(vmess::server::Users::new(&ids(list))),
                     replay: Arc::new(vmess::server::ReplayFilter::new()),
                 };
-                (serve, plain_shape(transport)?)
+                (serve, &transport.shape, transport.tls.as_ref())
             }
             InboundProtocol::Shadowsocks {
                 method, password, ..
@@ -125,7 +128,7 @@ impl Serve {
                     master,
                     salts: Arc::new(shadowsocks::server::SaltFilter::new()),
                 };
-                (serve, None)
+                (serve, &TCP, None)
             }
             InboundProtocol::Ss2022 {
                 method, psk, users, ..
@@ -137,7 +140,7 @@ impl Serve {
                     users: Arc::new(users),
                     salts: Arc::new(ss2022::server::SaltFilter::new()),
                 };
-                (serve, None)
+                (serve, &TCP, None)
             }
             other => {
                 return Err(io::Error::new(
@@ -214,16 +217,9 @@ impl Shared {
     }
 }
 
-/// The TLS of a transport this runtime serves: tcp, with or without TLS.
-fn plain_shape(transport: &InboundTransport) -> io::Result<Option<&ServerTls>> {
-    match transport.shape {
-        ServerShape::Tcp => Ok(transport.tls.as_ref()),
-        ServerShape::Ws { .. } | ServerShape::Grpc { .. } => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "this inbound transport is not supported by this runtime yet",
-        )),
-    }
-}
+/// The transport of socks, http and both Shadowsocks: TCP, under TLS for
+/// the first two when their spec says so.
+static TCP: ServerShape = ServerShape::Tcp;
 
 /// What every connection of one inbound shares.
 pub struct Shared {
@@ -276,7 +272,7 @@ impl Inbound {
         dialer: Dialer,
         handoff: Option<Handoff>,
     ) -> io::Result<Inbound> {
-        let (serve, tls) = Serve::build(&spec.protocol)?;
+        let (serve, shape, tls) = Serve::build(&spec.protocol)?;
         let accounts = match &spec.protocol {
             InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
                 accounts
@@ -286,7 +282,7 @@ impl Inbound {
             }
             _ => Vec::new(),
         };
-        let acceptor = Acceptor::build(tls)?;
+        let acceptor = Acceptor::build(shape, tls)?;
         let (socket, udp_handoff) = match handoff {
             Some(Handoff { tcp, udp }) => (tcp, udp),
             None => (listen(spec.listen)?, None),
@@ -380,7 +376,7 @@ impl Inbound {
     /// filters carry over, so a request seen before the reload is still
     /// refused after it.
     pub fn with_users(&self, spec: &InboundSpec) -> io::Result<Users> {
-        let (mut serve, _) = Serve::build(&spec.protocol)?;
+        let (mut serve, ..) = Serve::build(&spec.protocol)?;
         serve.keep_filters(&self.shared.serve.load());
         Ok(Users(serve))
     }
@@ -468,13 +464,71 @@ fn should_backoff(error: &io::Error) -> bool {
 }
 
 async fn serve(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     socket: TcpStream,
     peer: SocketAddr,
     handshake: Handshaking,
 ) -> io::Result<()> {
-    let limit = shared.limits.load().handshake_timeout;
-    let client = shared.acceptor.accept(socket, limit).await?;
+    let limits = shared.limits.load_full();
+    match shared.acceptor.accept(socket, &limits).await? {
+        Accepted::Stream(client) => serve_stream(shared, client, peer, handshake).await,
+        Accepted::Grpc(connection) => serve_grpc(shared, *connection, peer, handshake).await,
+    }
+}
+
+/// Serves each stream of a gRPC connection in a task of its own, all
+/// under the connection's live-connection permit (held by the caller) and
+/// each with a handshake permit of its own (the first takes the socket's).
+/// The connection is driven here while they run; once it ends, or this
+/// task is dropped, every stream on it ends.
+async fn serve_grpc(
+    shared: &Arc<Shared>,
+    mut connection: GrpcConnection,
+    peer: SocketAddr,
+    handshake: Handshaking,
+) -> io::Result<()> {
+    let mut first = Some(handshake);
+    let mut streams = JoinSet::new();
+    loop {
+        tokio::select! {
+            next = connection.next() => {
+                let stream = match next {
+                    Some(stream) => stream?,
+                    None => return Ok(()),
+                };
+                let handshake = match first.take() {
+                    Some(handshake) => handshake,
+                    None => match shared.admission.handshake(peer.ip(), &shared.limits.load()) {
+                        Ok(handshake) => handshake,
+                        Err(reason) => {
+                            tracing::debug!("dropping a grpc stream; {reason} (from {peer})");
+                            continue;
+                        }
+                    },
+                };
+                let shared = shared.clone();
+                streams.spawn(async move {
+                    if let Err(e) = serve_stream(&shared, stream, peer, handshake).await {
+                        tracing::debug!(
+                            "{} stream from {} ended: {e}",
+                            shared.spec.protocol.name(),
+                            peer
+                        );
+                    }
+                });
+            }
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+        }
+    }
+}
+
+/// Serves one client stream with the inbound's protocol core.
+async fn serve_stream(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    handshake: Handshaking,
+) -> io::Result<()> {
     let serve = shared.serve.load_full();
     match &*serve {
         Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,

@@ -7,6 +7,7 @@
 //! its own that ends when the flow's stream is dropped, so dropping the
 //! flow still closes everything it opened.
 
+mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -16,6 +17,7 @@ use std::net::SocketAddr;
 
 use http::{Method, Request, Uri};
 
+pub use server::{GrpcConnection, GrpcServer};
 pub use stream::GrpcStream;
 
 use crate::ws::DEFAULT_USER_AGENT;
@@ -102,17 +104,23 @@ pub struct Addrs {
 
 /// An h2 error as an io::Error with a text that says it was gRPC's.
 pub(crate) fn h2_error(e: h2::Error) -> io::Error {
+    h2_error_by(e, "server")
+}
+
+/// As [`h2_error`], blaming `peer` (the server or the client) for a reset
+/// or a GOAWAY.
+fn h2_error_by(e: h2::Error, peer: &str) -> io::Error {
     if let Some(reason) = e.reason() {
         if e.is_reset() {
             return io::Error::new(
                 io::ErrorKind::ConnectionReset,
-                format!("grpc stream reset by the server: {reason}"),
+                format!("grpc stream reset by the {peer}: {reason}"),
             );
         }
         if e.is_go_away() {
             return io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                format!("grpc connection closed by the server: {reason}"),
+                format!("grpc connection closed by the {peer}: {reason}"),
             );
         }
     }
