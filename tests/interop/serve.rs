@@ -292,11 +292,13 @@ pub fn carries_tcp(front: SocketAddr, what: &str) {
 }
 
 /// The longest datagram v2ray 4.34 and shadowsocks-libev's `ss-local`
-/// carry whole: v2ray reads each one, SOCKS5 header included, into a
-/// 2,048-byte buffer, ss-local into 2,794 bytes (twice its default packet
-/// size of 1,397), its ciphertext too, and each cuts the rest (their own
-/// chains do the same).
-pub const SMALL_UDP_MAX: usize = 2000;
+/// are sent here: v2ray reads each one, SOCKS5 header included, into a
+/// 2,048-byte buffer, and a vmess reply's chunk (with up to 64 bytes of
+/// padding and its tag) must fit one too, so its own vmess chain loses a
+/// 2,000-byte echo (1,900 come back); ss-local reads into 2,794 bytes
+/// (twice its default packet size of 1,397), its ciphertext too. Each cuts
+/// or drops what is longer.
+pub const SMALL_UDP_MAX: usize = 1800;
 
 /// The longest datagram the other clients are sent.
 pub const UDP_MAX: usize = 8000;
