@@ -279,6 +279,8 @@ pub fn own_dir(dir: &Path, name: &str, front: SocketAddr) -> PathBuf {
 /// A short message and 1 MiB each way over TCP through the SOCKS5 front
 /// `front` to a loopback echo server, checked byte for byte.
 pub fn carries_tcp(front: SocketAddr, what: &str) {
+    // Shown with a failure, whose panic comes from check_echo.
+    eprintln!("carrying tcp: {what}");
     let echo = tcp_echo();
     let hello = format!("hello, {what}");
     check_echo(

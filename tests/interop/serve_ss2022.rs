@@ -178,7 +178,7 @@ fn sslocal_and_sing_box_reach_each_user_of_our_multi_user_ss2022_inbound() {
             &inbound_tables(method, keys.server, &[keys.alice, keys.bob]),
             SHORT_HANDSHAKE,
         );
-        for client in [Client::Sslocal(&found[0]), Client::SingBox(&found[1])] {
+        for client in [Client::SingBox(&found[1]), Client::Sslocal(&found[0])] {
             for (user, psk) in [("alice", keys.alice), ("bob", keys.bob)] {
                 let what = format!("{} as {user} with {method}", client.name());
                 let (_client, front) =
@@ -256,7 +256,7 @@ fn a_wrong_ss2022_key_is_refused_and_the_right_one_served() {
         &inbound_tables(method, keys.server, &[]),
         SHORT_HANDSHAKE,
     );
-    let clients = [Client::Sslocal(&found[0]), Client::SingBox(&found[1])];
+    let clients = [Client::SingBox(&found[1]), Client::Sslocal(&found[0])];
     for client in clients {
         let (_wrong, wrong) = client.start(&dir, server, method, keys.stranger);
         let (_right, right) = client.start(&dir, server, method, keys.server);
