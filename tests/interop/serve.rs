@@ -5,7 +5,7 @@
 //! front, and the probes (noise and truncated first flights) that must
 //! never crash an inbound.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -350,9 +350,7 @@ pub fn carries_nothing(front: SocketAddr, what: &str) {
         Err(e) => assert!(
             matches!(
                 e.kind(),
-                std::io::ErrorKind::WouldBlock
-                    | std::io::ErrorKind::TimedOut
-                    | std::io::ErrorKind::ConnectionReset
+                ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionReset
             ),
             "{what}: {e}"
         ),
@@ -404,6 +402,39 @@ pub fn first_flight(dir: &Path, protocol: &str, tables: &str) -> Vec<u8> {
         .expect("our outbound's first flight");
     assert!(!bytes.is_empty(), "{protocol}: our outbound sent nothing");
     bytes
+}
+
+/// A refused client as a prober sees it: our inbound (`protocol` over
+/// plain TCP with `inbound`, and [`SHORT_HANDSHAKE`]) is sent the first
+/// flight of our outbound with `wrong` (its tables under a credential the
+/// inbound lacks), raw. Nothing comes back, the connection is still open
+/// [`SILENCE`] later, it ends once the handshake deadline passes, and the
+/// log says it was held.
+pub fn refused_and_held(test: &str, protocol: &str, inbound: &str, wrong: &str) {
+    let dir = scratch_dir(test);
+    let flight = first_flight(&dir, protocol, wrong);
+    let server = free_addr();
+    let ours = serve(&dir, protocol, server, inbound, SHORT_HANDSHAKE);
+    let mut stream = TcpStream::connect_timeout(&server, WAIT).unwrap();
+    stream.write_all(&flight).unwrap();
+    stream.set_read_timeout(Some(SILENCE)).unwrap();
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        Ok(0) => panic!("{protocol}: a refused client was closed at once, not held"),
+        Ok(n) => panic!("{protocol}: a refused client was answered {n} bytes"),
+        Err(e) => panic!("{protocol}: a refused client met {e} at once, not held"),
+    }
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        Ok(n) => panic!("{protocol}: a refused client was answered {n} bytes"),
+        Err(e) => panic!(
+            "{protocol}: a refused client was still held {WAIT:?} after a 3 s handshake limit ({e})"
+        ),
+    }
+    ours.wait_for_log(HELD);
 }
 
 /// `len` bytes of noise from `seed`, different for each seed.

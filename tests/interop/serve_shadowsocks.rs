@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, first_datagram, first_flight, never_panicked,
-    ours_client, own_dir, probe, probe_udp, serve, SsLocal, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX,
-    UDP_MAX,
+    ours_client, own_dir, probe, probe_udp, refused_and_held, serve, SsLocal, HELD,
+    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::binaries::peer;
 use crate::support::process::scratch_dir;
@@ -48,12 +48,13 @@ fn carries_every_method(test: &str, client: SsLocal) {
             "",
         );
         let (_client, front) = client.start(&bin, &dir, server, method, PASSWORD);
-        carries_tcp(front, &what);
         let largest = match client {
             SsLocal::Libev => SMALL_UDP_MAX,
             SsLocal::Rust => UDP_MAX,
         };
+        // UDP first: it needs nothing TCP does.
         carries_udp(front, &what, largest);
+        carries_tcp(front, &what);
         ours.wait_for_log("via out@v1");
     }
 }
@@ -131,6 +132,16 @@ fn a_wrong_shadowsocks_password_is_refused_and_the_right_one_served() {
         carries_tcp(right_rust, "sslocal with the right password");
     }
     ours.wait_for_log(HELD);
+}
+
+#[test]
+fn a_wrong_shadowsocks_password_gets_no_byte_and_is_held_until_the_handshake_deadline() {
+    refused_and_held(
+        "a_wrong_shadowsocks_password_gets_no_byte_and_is_held_until_the_handshake_deadline",
+        "shadowsocks",
+        &inbound_tables(METHODS[0]),
+        &outbound_tables(METHODS[0], WRONG_PASSWORD),
+    );
 }
 
 #[test]

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, first_datagram, first_flight, never_panicked,
-    ours_client, own_dir, probe, probe_udp, serve, sing_box_client, SsLocal, HELD, SHORT_HANDSHAKE,
-    UDP_MAX,
+    ours_client, own_dir, probe, probe_udp, refused_and_held, serve, sing_box_client, SsLocal,
+    HELD, SHORT_HANDSHAKE, UDP_MAX,
 };
 use crate::support::binaries::peer;
 use crate::support::process::scratch_dir;
@@ -138,8 +138,9 @@ fn single_user_every_method(test: &str, client: Client) {
             "",
         );
         let (_client, front) = client.start(&dir, server, method, keys.server);
-        carries_tcp(front, &what);
+        // UDP first: it needs nothing TCP does.
         carries_udp(front, &what, UDP_MAX);
+        carries_tcp(front, &what);
         ours.wait_for_log("via out@v1");
     }
 }
@@ -183,8 +184,8 @@ fn sslocal_and_sing_box_reach_each_user_of_our_multi_user_ss2022_inbound() {
                 let what = format!("{} as {user} with {method}", client.name());
                 let (_client, front) =
                     client.start(&dir, server, method, &password(psk, Some(keys.server)));
-                carries_tcp(front, &what);
                 carries_udp(front, &what, UDP_MAX);
+                carries_tcp(front, &what);
             }
             let (_stranger, front) = client.start(
                 &dir,
@@ -266,6 +267,24 @@ fn a_wrong_ss2022_key_is_refused_and_the_right_one_served() {
         }
     }
     ours.wait_for_log(HELD);
+}
+
+#[test]
+fn a_wrong_ss2022_key_gets_no_byte_and_is_held_until_the_handshake_deadline() {
+    for (method, keys, multi) in METHODS {
+        let users = if multi {
+            vec![keys.alice, keys.bob]
+        } else {
+            Vec::new()
+        };
+        let identity = multi.then_some(keys.server);
+        refused_and_held(
+            "a_wrong_ss2022_key_gets_no_byte_and_is_held_until_the_handshake_deadline",
+            "shadowsocks-2022",
+            &inbound_tables(method, keys.server, &users),
+            &outbound_tables(method, keys.stranger, identity),
+        );
+    }
 }
 
 #[test]

@@ -12,8 +12,8 @@ use std::process::Command;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, curl_page, first_flight, never_panicked,
-    ours_client, own_dir, probe, serve, setup, sing_box_client, Transport, HELD, SERVER_NAME,
-    SHORT_HANDSHAKE, UDP_MAX,
+    ours_client, own_dir, probe, refused_and_held, serve, setup, sing_box_client, Transport, HELD,
+    SERVER_NAME, SHORT_HANDSHAKE, UDP_MAX,
 };
 use crate::support::client::socks5_connect;
 use crate::support::process::Process;
@@ -295,6 +295,16 @@ fn trojan_fallback_serves_the_web_page_to_a_wrong_password_and_to_curl() {
     // The right password is still proxied, not sent to the web server.
     let (_right, right) = trojan_client(&peers[0], &dir, server, PASSWORD, &pki.ca);
     carries_tcp(right, "trojan-gfw beside the fallback");
+}
+
+#[test]
+fn a_wrong_trojan_password_gets_no_byte_and_is_held_until_the_handshake_deadline() {
+    refused_and_held(
+        "a_wrong_trojan_password_gets_no_byte_and_is_held_until_the_handshake_deadline",
+        "trojan",
+        &inbound_tables(Transport::Tcp, &[PASSWORD], None),
+        &outbound_tables(Transport::Tcp, Path::new("unused"), WRONG_PASSWORD),
+    );
 }
 
 #[test]

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, curl_page, first_flight, never_panicked,
-    ours_client, own_dir, probe, serve, setup, sing_box_client, v2ray_client, Transport, HELD,
-    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    ours_client, own_dir, probe, refused_and_held, serve, setup, sing_box_client, v2ray_client,
+    Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::servers::{free_addr, http_origin};
 
@@ -232,6 +232,16 @@ fn vless_fallback_serves_the_web_page_to_curl_over_tcp_and_tls() {
         );
         carries_tcp(front, "v2ray beside the vless fallback");
     }
+}
+
+#[test]
+fn a_wrong_vless_id_gets_no_byte_and_is_held_until_the_handshake_deadline() {
+    refused_and_held(
+        "a_wrong_vless_id_gets_no_byte_and_is_held_until_the_handshake_deadline",
+        "vless",
+        &inbound_tables(Transport::Tcp, &[ID], None),
+        &outbound_tables(Transport::Tcp, Path::new("unused"), WRONG_ID),
+    );
 }
 
 #[test]

@@ -13,7 +13,8 @@ use std::thread;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, first_flight, never_panicked, ours_client, own_dir,
-    probe, serve, setup, v2ray_client, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    probe, refused_and_held, serve, setup, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
+    SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
@@ -233,6 +234,16 @@ fn a_wrong_vmess_id_is_refused_and_every_listed_id_served() {
         carries_tcp(second, "v2ray with the second id");
     }
     ours.wait_for_log(HELD);
+}
+
+#[test]
+fn a_wrong_vmess_id_gets_no_byte_and_is_held_until_the_handshake_deadline() {
+    refused_and_held(
+        "a_wrong_vmess_id_gets_no_byte_and_is_held_until_the_handshake_deadline",
+        "vmess",
+        &inbound_tables(Transport::Tcp, &[ID]),
+        &outbound_tables(Transport::Tcp, Path::new("unused"), WRONG_ID, "aes-128-gcm"),
+    );
 }
 
 #[test]
