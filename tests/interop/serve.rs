@@ -205,6 +205,62 @@ pub fn serve(dir: &Path, protocol: &str, listen: SocketAddr, tables: &str, extra
         .start(dir)
 }
 
+/// Our own `protocol` outbound (`outbound`, its tables) against our own
+/// inbound (`inbound`): 1 MiB each way and UDP through both, and the
+/// server's log shows the flows. Each runtime in its own directory under
+/// `dir`.
+pub fn ours_to_ours(dir: &Path, protocol: &str, inbound: &str, outbound: &str, what: &str) {
+    let server = free_addr();
+    let ours = serve(
+        &own_dir(dir, "server", server),
+        protocol,
+        server,
+        inbound,
+        "",
+    );
+    let (_client, front) = ours_client(&own_dir(dir, "client", server), protocol, server, outbound);
+    carries_tcp(front, what);
+    carries_udp(front, what, UDP_MAX);
+    ours.wait_for_log("via out@v1");
+}
+
+/// Probes our `protocol` inbound (`inbound`, its tables) with noise and
+/// with the first flight of our outbound (`outbound`) cut short; with
+/// `udp`, its UDP side too with our outbound's first datagram. Then our
+/// outbound is still served, TCP (and UDP), while the hanging probes stay
+/// open, and no task panicked.
+pub fn survives_probes(
+    dir: &Path,
+    protocol: &str,
+    inbound: &str,
+    outbound: &str,
+    udp: bool,
+    what: &str,
+) {
+    let flight = first_flight(dir, protocol, outbound);
+    let packet = udp.then(|| first_datagram(dir, protocol, outbound));
+    let server = free_addr();
+    let ours = serve(
+        &own_dir(dir, "server", server),
+        protocol,
+        server,
+        inbound,
+        "",
+    );
+    let hanging = probe(server, &flight);
+    if let Some(packet) = &packet {
+        probe_udp(server, packet);
+    }
+    let (_client, front) = ours_client(&own_dir(dir, "client", server), protocol, server, outbound);
+    let what = format!("{what} after probes");
+    carries_tcp(front, &what);
+    if udp {
+        carries_udp(front, &what, UDP_MAX);
+    }
+    drop(hanging);
+    never_panicked(&ours);
+}
+
 /// Our runtime as the client: a SOCKS5 inbound (UDP on) in front of a
 /// `protocol` outbound to `server` with `tables`. Returns it and its
 /// SOCKS5 front.

@@ -3,12 +3,9 @@
 //! own shadowsocks outbound; a wrong password refused while the right one
 //! is served; and probes that must not crash it.
 
-use std::net::SocketAddr;
-
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, first_datagram, first_flight, never_panicked,
-    ours_client, own_dir, probe, probe_udp, refused_and_held, serve, SsLocal, HELD,
-    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, ours_to_ours, own_dir, refused_and_held, serve,
+    survives_probes, SsLocal, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::binaries::peer;
 use crate::support::process::scratch_dir;
@@ -79,24 +76,13 @@ fn sslocal_carries_tcp_and_udp_through_our_shadowsocks_inbound_for_every_method(
 fn our_shadowsocks_outbound_reaches_our_shadowsocks_inbound_for_every_method() {
     let dir = scratch_dir("our_shadowsocks_outbound_reaches_our_shadowsocks_inbound");
     for method in METHODS {
-        let what = format!("our shadowsocks outbound to our inbound with {method}");
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        ours_to_ours(
+            &dir,
             "shadowsocks",
-            server,
             &inbound_tables(method),
-            "",
-        );
-        let (_client, front) = ours_client(
-            &own_dir(&dir, "client", server),
-            "shadowsocks",
-            server,
             &outbound_tables(method, PASSWORD),
+            &format!("our shadowsocks outbound to our inbound with {method}"),
         );
-        carries_tcp(front, &what);
-        carries_udp(front, &what, UDP_MAX);
-        ours.wait_for_log("via out@v1");
     }
 }
 
@@ -148,35 +134,13 @@ fn a_wrong_shadowsocks_password_gets_no_byte_and_is_held_until_the_handshake_dea
 fn noise_and_truncated_handshakes_never_crash_our_shadowsocks_inbound() {
     let dir = scratch_dir("noise_and_truncated_handshakes_never_crash_our_shadowsocks_inbound");
     for method in METHODS {
-        let tables = outbound_tables(method, PASSWORD);
-        let flight = first_flight(&dir, "shadowsocks", &tables);
-        let server: SocketAddr = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        survives_probes(
+            &dir,
             "shadowsocks",
-            server,
             &inbound_tables(method),
-            "",
+            &outbound_tables(method, PASSWORD),
+            true,
+            &format!("our shadowsocks inbound with {method}"),
         );
-        let packet = first_datagram(&dir, "shadowsocks", &tables);
-        let hanging = probe(server, &flight);
-        probe_udp(server, &packet);
-        let (_client, front) = ours_client(
-            &own_dir(&dir, "client", server),
-            "shadowsocks",
-            server,
-            &tables,
-        );
-        carries_tcp(
-            front,
-            &format!("our shadowsocks inbound with {method} after probes"),
-        );
-        carries_udp(
-            front,
-            &format!("our shadowsocks inbound with {method} after udp probes"),
-            UDP_MAX,
-        );
-        drop(hanging);
-        never_panicked(&ours);
     }
 }

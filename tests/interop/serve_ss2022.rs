@@ -9,9 +9,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, first_datagram, first_flight, never_panicked,
-    ours_client, own_dir, probe, probe_udp, refused_and_held, serve, sing_box_client, SsLocal,
-    HELD, SHORT_HANDSHAKE, UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, ours_to_ours, own_dir, refused_and_held, serve,
+    sing_box_client, survives_probes, SsLocal, HELD, SHORT_HANDSHAKE, UDP_MAX,
 };
 use crate::support::binaries::peer;
 use crate::support::process::scratch_dir;
@@ -203,40 +202,21 @@ fn sslocal_and_sing_box_reach_each_user_of_our_multi_user_ss2022_inbound() {
 fn our_ss2022_outbound_reaches_our_ss2022_inbound_single_and_multi_user() {
     let dir = scratch_dir("our_ss2022_outbound_reaches_our_ss2022_inbound");
     for (method, keys, multi) in METHODS {
-        let mut cases = vec![(inbound_tables(method, keys.server, &[]), keys.server, None)];
+        ours_to_ours(
+            &dir,
+            "shadowsocks-2022",
+            &inbound_tables(method, keys.server, &[]),
+            &outbound_tables(method, keys.server, None),
+            &format!("our ss2022 outbound to our inbound with {method}"),
+        );
         if multi {
-            cases.push((
-                inbound_tables(method, keys.server, &[keys.alice, keys.bob]),
-                keys.bob,
-                Some(keys.server),
-            ));
-        }
-        for (inbound, psk, identity) in cases {
-            let what = format!(
-                "our ss2022 outbound to our inbound with {method}{}",
-                if identity.is_some() {
-                    ", multi-user"
-                } else {
-                    ""
-                }
-            );
-            let server = free_addr();
-            let ours = serve(
-                &own_dir(&dir, "server", server),
+            ours_to_ours(
+                &dir,
                 "shadowsocks-2022",
-                server,
-                &inbound,
-                "",
+                &inbound_tables(method, keys.server, &[keys.alice, keys.bob]),
+                &outbound_tables(method, keys.bob, Some(keys.server)),
+                &format!("our ss2022 outbound to our multi-user inbound with {method}"),
             );
-            let (_client, front) = ours_client(
-                &own_dir(&dir, "client", server),
-                "shadowsocks-2022",
-                server,
-                &outbound_tables(method, psk, identity),
-            );
-            carries_tcp(front, &what);
-            carries_udp(front, &what, UDP_MAX);
-            ours.wait_for_log("via out@v1");
         }
     }
 }
@@ -296,35 +276,13 @@ fn noise_and_truncated_handshakes_never_crash_our_ss2022_inbound() {
         } else {
             (Vec::new(), keys.server, None)
         };
-        let tables = outbound_tables(method, psk, identity);
-        let flight = first_flight(&dir, "shadowsocks-2022", &tables);
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        survives_probes(
+            &dir,
             "shadowsocks-2022",
-            server,
             &inbound_tables(method, keys.server, &users),
-            "",
+            &outbound_tables(method, psk, identity),
+            true,
+            &format!("our ss2022 inbound with {method}"),
         );
-        let packet = first_datagram(&dir, "shadowsocks-2022", &tables);
-        let hanging = probe(server, &flight);
-        probe_udp(server, &packet);
-        let (_client, front) = ours_client(
-            &own_dir(&dir, "client", server),
-            "shadowsocks-2022",
-            server,
-            &tables,
-        );
-        carries_tcp(
-            front,
-            &format!("our ss2022 inbound with {method} after probes"),
-        );
-        carries_udp(
-            front,
-            &format!("our ss2022 inbound with {method} after udp probes"),
-            UDP_MAX,
-        );
-        drop(hanging);
-        never_panicked(&ours);
     }
 }

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, curl_page, first_flight, never_panicked,
-    ours_client, own_dir, probe, refused_and_held, serve, setup, sing_box_client, Transport, HELD,
-    SERVER_NAME, SHORT_HANDSHAKE, UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, curl_page, ours_to_ours, own_dir, refused_and_held,
+    serve, setup, sing_box_client, survives_probes, Transport, HELD, SERVER_NAME, SHORT_HANDSHAKE,
+    UDP_MAX,
 };
 use crate::support::client::socks5_connect;
 use crate::support::process::Process;
@@ -192,27 +192,16 @@ fn our_trojan_outbound_reaches_our_trojan_inbound_over_every_transport() {
         Transport::Grpc("TrojanService"),
         Transport::GrpcTls("TrojanService", &pki.server),
     ] {
-        let what = format!(
-            "our trojan outbound to our inbound over {}",
-            transport.name()
-        );
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        ours_to_ours(
+            &dir,
             "trojan",
-            server,
             &inbound_tables(transport, &[PASSWORD], None),
-            "",
-        );
-        let (_client, front) = ours_client(
-            &own_dir(&dir, "client", server),
-            "trojan",
-            server,
             &outbound_tables(transport, &pki.ca, PASSWORD),
+            &format!(
+                "our trojan outbound to our inbound over {}",
+                transport.name()
+            ),
         );
-        carries_tcp(front, &what);
-        carries_udp(front, &what, UDP_MAX);
-        ours.wait_for_log("via out@v1");
     }
 }
 
@@ -319,22 +308,13 @@ fn noise_and_truncated_handshakes_never_crash_our_trojan_inbound() {
         Transport::Ws("/trojan-ws"),
         Transport::GrpcTls("TrojanService", &pki.server),
     ] {
-        let what = format!("our trojan inbound over {} after probes", transport.name());
-        let tables = outbound_tables(transport, &pki.ca, PASSWORD);
-        let flight = first_flight(&dir, "trojan", &tables);
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        survives_probes(
+            &dir,
             "trojan",
-            server,
             &inbound_tables(transport, &[PASSWORD], None),
-            "",
+            &outbound_tables(transport, &pki.ca, PASSWORD),
+            false,
+            &format!("our trojan inbound over {}", transport.name()),
         );
-        let hanging = probe(server, &flight);
-        let (_client, front) =
-            ours_client(&own_dir(&dir, "client", server), "trojan", server, &tables);
-        carries_tcp(front, &what);
-        drop(hanging);
-        never_panicked(&ours);
     }
 }

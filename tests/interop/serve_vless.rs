@@ -8,9 +8,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, curl_page, first_flight, never_panicked,
-    ours_client, own_dir, probe, refused_and_held, serve, setup, sing_box_client, v2ray_client,
-    Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, curl_page, ours_to_ours, own_dir, refused_and_held,
+    serve, setup, sing_box_client, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
+    SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::servers::{free_addr, http_origin};
 
@@ -140,27 +140,16 @@ fn our_vless_outbound_reaches_our_vless_inbound_over_every_transport() {
         Transport::Grpc("VlessService"),
         Transport::GrpcTls("VlessService", &pki.server),
     ] {
-        let what = format!(
-            "our vless outbound to our inbound over {}",
-            transport.name()
-        );
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        ours_to_ours(
+            &dir,
             "vless",
-            server,
             &inbound_tables(transport, &[ID], None),
-            "",
-        );
-        let (_client, front) = ours_client(
-            &own_dir(&dir, "client", server),
-            "vless",
-            server,
             &outbound_tables(transport, &pki.ca, ID),
+            &format!(
+                "our vless outbound to our inbound over {}",
+                transport.name()
+            ),
         );
-        carries_tcp(front, &what);
-        carries_udp(front, &what, UDP_MAX);
-        ours.wait_for_log("via out@v1");
     }
 }
 
@@ -255,22 +244,13 @@ fn noise_and_truncated_handshakes_never_crash_our_vless_inbound() {
         Transport::WsTls("/vless-ws", &pki.server),
         Transport::Grpc("VlessService"),
     ] {
-        let what = format!("our vless inbound over {} after probes", transport.name());
-        let tables = outbound_tables(transport, &pki.ca, ID);
-        let flight = first_flight(&dir, "vless", &tables);
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        survives_probes(
+            &dir,
             "vless",
-            server,
             &inbound_tables(transport, &[ID], None),
-            "",
+            &outbound_tables(transport, &pki.ca, ID),
+            false,
+            &format!("our vless inbound over {}", transport.name()),
         );
-        let hanging = probe(server, &flight);
-        let (_client, front) =
-            ours_client(&own_dir(&dir, "client", server), "vless", server, &tables);
-        carries_tcp(front, &what);
-        drop(hanging);
-        never_panicked(&ours);
     }
 }

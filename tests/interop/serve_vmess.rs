@@ -12,9 +12,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, first_flight, never_panicked, ours_client, own_dir,
-    probe, refused_and_held, serve, setup, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
-    SMALL_UDP_MAX, UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, ours_to_ours, own_dir, refused_and_held, serve,
+    setup, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX,
 };
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
@@ -182,27 +181,16 @@ fn our_vmess_outbound_reaches_our_vmess_inbound_over_every_transport_and_securit
         cases.push((transport, "aes-128-gcm"));
     }
     for (transport, security) in cases {
-        let what = format!(
-            "our vmess outbound to our inbound over {} with {security}",
-            transport.name()
-        );
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        ours_to_ours(
+            &dir,
             "vmess",
-            server,
             &inbound_tables(transport, &[ID]),
-            "",
-        );
-        let (_client, front) = ours_client(
-            &own_dir(&dir, "client", server),
-            "vmess",
-            server,
             &outbound_tables(transport, &pki.ca, ID, security),
+            &format!(
+                "our vmess outbound to our inbound over {} with {security}",
+                transport.name()
+            ),
         );
-        carries_tcp(front, &what);
-        carries_udp(front, &what, UDP_MAX);
-        ours.wait_for_log("via out@v1");
     }
 }
 
@@ -257,22 +245,13 @@ fn noise_and_truncated_handshakes_never_crash_our_vmess_inbound() {
         Transport::Ws("/vmess-ws"),
         Transport::GrpcTls("VmessService", &pki.server),
     ] {
-        let what = format!("our vmess inbound over {} after probes", transport.name());
-        let tables = outbound_tables(transport, &pki.ca, ID, "aes-128-gcm");
-        let flight = first_flight(&dir, "vmess", &tables);
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "server", server),
+        survives_probes(
+            &dir,
             "vmess",
-            server,
             &inbound_tables(transport, &[ID]),
-            "",
+            &outbound_tables(transport, &pki.ca, ID, "aes-128-gcm"),
+            false,
+            &format!("our vmess inbound over {}", transport.name()),
         );
-        let hanging = probe(server, &flight);
-        let (_client, front) =
-            ours_client(&own_dir(&dir, "client", server), "vmess", server, &tables);
-        carries_tcp(front, &what);
-        drop(hanging);
-        never_panicked(&ours);
     }
 }
