@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::chain::{loopback, through};
+use crate::chain::{checked, loopback};
 use crate::peers::{launch_etemenanki_as, Binaries, Launch};
 use crate::pki::{self, Pki};
-use crate::protocol::require;
+use crate::protocol::{require, sslocal};
 use crate::proxy::{free_port, Proxy, Ready, ScratchDir};
 
 const SS_METHOD: &str = "aes-128-gcm";
@@ -183,13 +183,7 @@ pub fn launch(
         }
         Side::SsRust => {
             let (method, key) = method_and_key(chain);
-            let mut command = Command::new(&client_bin);
-            command
-                .arg("-b")
-                .arg(front_addr.to_string())
-                .arg("-s")
-                .arg(server_addr.to_string())
-                .args(["-m", method, "-k", key]);
+            let command = sslocal(&client_bin, front_addr, server_addr, method, key);
             Proxy::spawn(name, command, front_addr, front_dir)?
         }
         Side::V2ray | Side::SingBox | Side::TrojanGfw => {
@@ -221,14 +215,7 @@ pub fn launch(
             )?
         }
     };
-    let (mut front, mut server) = (front, server);
-    if let Err(e) = through(front.addr, echo) {
-        let front_log = front.failure(&format!(
-            "{name} carries no connection to the echo server: {e}"
-        ));
-        return Err(server.failure(&format!("{front_log}\n  server:")));
-    }
-    Ok(Launch::Chain { front, server })
+    checked(name, front, server, echo)
 }
 
 /// The command that runs `program` on its configuration file `path`.
