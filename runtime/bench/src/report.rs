@@ -250,6 +250,28 @@ impl Table {
         out
     }
 
+    /// `subject`'s name, then each of `values` with its decimals; a figure
+    /// it lacks says why its bulk run has none (skipped, failed) or `-`.
+    fn value_row(
+        &self,
+        subject: Subject,
+        values: &[Option<f64>],
+        decimals: &[usize],
+    ) -> Vec<String> {
+        let mut row = vec![subject.name().to_owned()];
+        for (value, &decimals) in values.iter().zip(decimals) {
+            row.push(match value {
+                Some(v) => format!("{v:.decimals$}"),
+                None => match self.cells.get(&(subject, Figure::Bulk)) {
+                    Some(Cell::Skipped(_)) => "skipped".to_owned(),
+                    Some(Cell::Failed(_)) => "failed".to_owned(),
+                    _ => "-".to_owned(),
+                },
+            });
+        }
+        row
+    }
+
     /// One protocol's full chains side by side, the client's and the
     /// server's CPU and memory added (CPU from the fastest bulk run, whose
     /// two figures come from the same bytes), then ours divided by each
@@ -300,18 +322,7 @@ impl Table {
             .chain(HEADS.iter().map(|h| (*h).to_owned()))
             .collect()];
         for &(subject, _) in &chains {
-            let mut row = vec![subject.name().to_owned()];
-            for (value, decimals) in figures(subject).iter().zip(DECIMALS) {
-                row.push(match value {
-                    Some(v) => format!("{v:.decimals$}"),
-                    None => match self.cells.get(&(subject, Figure::Bulk)) {
-                        Some(Cell::Skipped(_)) => "skipped".to_owned(),
-                        Some(Cell::Failed(_)) => "failed".to_owned(),
-                        _ => "-".to_owned(),
-                    },
-                });
-            }
-            rows.push(row);
+            rows.push(self.value_row(subject, &figures(subject), &DECIMALS));
         }
         let ours = chains
             .iter()
@@ -325,14 +336,7 @@ impl Table {
         if let Some(ours) = ours {
             let mine = figures(ours);
             for &peer in &peers {
-                let mut row = vec![format!("ratio ours/{}", peer.name())];
-                for (m, t) in mine.iter().zip(figures(peer)) {
-                    row.push(match (m, t) {
-                        (Some(m), Some(t)) if t != 0.0 => format!("{:.2}x", m / t),
-                        _ => "-".to_owned(),
-                    });
-                }
-                rows.push(row);
+                rows.push(ratio_row(peer, &mine, &figures(peer)));
             }
         }
         let mut out = format!("\n{}\n{}", chain.name(), aligned(&rows));
@@ -429,18 +433,7 @@ impl Table {
             .find(|(_, c)| *c == Client::Etemenanki)
             .map(|(s, _)| *s);
         for &(subject, _) in &clients {
-            let mut row = vec![subject.name().to_owned()];
-            for (value, decimals) in figures(subject).iter().zip(DECIMALS) {
-                row.push(match value {
-                    Some(v) => format!("{v:.decimals$}"),
-                    None => match self.cells.get(&(subject, Figure::Bulk)) {
-                        Some(Cell::Skipped(_)) => "skipped".to_owned(),
-                        Some(Cell::Failed(_)) => "failed".to_owned(),
-                        _ => "-".to_owned(),
-                    },
-                });
-            }
-            rows.push(row);
+            rows.push(self.value_row(subject, &figures(subject), &DECIMALS));
         }
         let peers: Vec<Subject> = clients
             .iter()
@@ -450,15 +443,7 @@ impl Table {
         if let Some(ours) = ours {
             let mine = figures(ours);
             for &peer in &peers {
-                let theirs = figures(peer);
-                let mut row = vec![format!("ratio ours/{}", peer.name())];
-                for (m, t) in mine.iter().zip(theirs) {
-                    row.push(match (m, t) {
-                        (Some(m), Some(t)) if t != 0.0 => format!("{:.2}x", m / t),
-                        _ => "-".to_owned(),
-                    });
-                }
-                rows.push(row);
+                rows.push(ratio_row(peer, &mine, &figures(peer)));
             }
         }
         let mut out = format!("\n{}\n{}", protocol.name(), aligned(&rows));
@@ -560,6 +545,18 @@ impl Table {
         }
         out
     }
+}
+
+/// Ours divided by `peer`'s, figure by figure.
+fn ratio_row(peer: Subject, mine: &[Option<f64>], theirs: &[Option<f64>]) -> Vec<String> {
+    let mut row = vec![format!("ratio ours/{}", peer.name())];
+    for (m, t) in mine.iter().zip(theirs) {
+        row.push(match (m, t) {
+            (Some(m), Some(t)) if *t != 0.0 => format!("{:.2}x", m / t),
+            _ => "-".to_owned(),
+        });
+    }
+    row
 }
 
 /// `rows` as a table: the first column left-aligned, the others right,
