@@ -198,11 +198,29 @@ pub fn setup(test: &str, peers: &[&str]) -> Option<(Vec<PathBuf>, PathBuf, Pki)>
 /// (its `[inbound.stream]` and `[inbound.settings]`), every flow to
 /// freedom, and `extra` (a `[limits]` table, say) after.
 pub fn serve(dir: &Path, protocol: &str, listen: SocketAddr, tables: &str, extra: &str) -> Process {
+    server_config(protocol, listen, tables, extra).start(dir)
+}
+
+/// The configuration [`serve`] starts, for a reload.
+pub fn server_config(protocol: &str, listen: SocketAddr, tables: &str, extra: &str) -> Config {
     Config::default()
         .proxy_in(protocol, listen, tables)
         .freedom()
         .raw(extra)
-        .start(dir)
+}
+
+/// An open flow through a client ends: a write, then end of stream or a
+/// reset within [`SILENCE`], no byte back.
+pub fn ends(stream: &mut TcpStream, what: &str) {
+    let _ = stream.write_all(b"are you still there?");
+    stream.set_read_timeout(Some(SILENCE)).unwrap();
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        Ok(n) => panic!("{what}: the flow carried {n} bytes back"),
+        Err(e) => panic!("{what}: the flow is still open ({e})"),
+    }
 }
 
 /// Our own `protocol` outbound (`outbound`, its tables) against our own

@@ -12,8 +12,9 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, ours_to_ours, own_dir, refused_and_held, serve,
-    setup, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, ends, ours_to_ours, own_dir, refused_and_held,
+    serve, server_config, setup, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
+    SMALL_UDP_MAX,
 };
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
@@ -21,6 +22,7 @@ use crate::support::servers::{free_addr, tcp_echo};
 const ID: &str = "5d2c8e1a-7b3f-4a69-b0c4-e1f2a3b4c5d6";
 const OTHER_ID: &str = "1a2b3c4d-5e6f-4789-8abc-def012345678";
 const WRONG_ID: &str = "5d2c8e1a-7b3f-4a69-b0c4-e1f2a3b4c5d7";
+const THIRD_ID: &str = "7e6d5c4b-3a29-4180-9f8e-7d6c5b4a3928";
 
 /// The body securities v2ray's client is driven with.
 const V2RAY_SECURITIES: [&str; 2] = ["aes-128-gcm", "chacha20-poly1305"];
@@ -222,6 +224,48 @@ fn a_wrong_vmess_id_is_refused_and_every_listed_id_served() {
         carries_tcp(second, "v2ray with the second id");
     }
     ours.wait_for_log(HELD);
+}
+
+#[test]
+fn a_reload_that_changes_only_the_ids_keeps_the_connections_of_the_ids_that_remain() {
+    let test = "a_reload_that_changes_only_the_ids_keeps_the_connections_of_the_ids_that_remain";
+    let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
+        return;
+    };
+    let server = free_addr();
+    let config = |ids: &[&str]| {
+        server_config(
+            "vmess",
+            server,
+            &inbound_tables(Transport::Tcp, ids),
+            SHORT_HANDSHAKE,
+        )
+    };
+    let ours = config(&[ID, OTHER_ID]).start(&dir);
+    let client = |id| {
+        let outbound = v2ray_vmess(server, id, "aes-128-gcm", Transport::Tcp, &pki.ca);
+        v2ray_client(&peers[0], &dir, &outbound)
+    };
+    let (_staying, staying) = client(ID);
+    let (_leaving, leaving) = client(OTHER_ID);
+    let (_joining, joining) = client(THIRD_ID);
+    let echo = tcp_echo();
+    let kept = socks5_connect(staying, echo, None).unwrap();
+    check_echo(kept.try_clone().unwrap(), b"before the reload");
+    let mut removed = socks5_connect(leaving, echo, None).unwrap();
+    check_echo(removed.try_clone().unwrap(), b"before the reload too");
+
+    let applied = config(&[ID, THIRD_ID]).reload(&ours, &dir);
+    assert!(
+        applied.contains("users changed; kept, with its connections"),
+        "a change of ids alone should keep the inbound; the reload said:\n{applied}"
+    );
+    check_echo(kept.try_clone().unwrap(), b"after the reload");
+    ends(&mut removed, "a removed id's open connection");
+    carries_tcp(joining, "v2ray with an id the reload added");
+    carries_nothing(leaving, "v2ray with an id the reload removed");
+    carries_tcp(staying, "v2ray with an id the reload kept");
+    check_echo(kept, b"still open");
 }
 
 #[test]

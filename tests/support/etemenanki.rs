@@ -143,14 +143,25 @@ impl Config {
 /// real `etc build` and serves the plan with `etemenanki-run`, waiting until
 /// every address in `listens` accepts connections.
 pub fn start_ours(dir: &Path, file: &str, text: &str, listens: &[SocketAddr]) -> Process {
-    let source = dir.join(file);
     let plan = dir.join("plan.bin");
+    compile(dir, file, text, &plan);
+    let mut process = serve(&plan, &[], dir);
+    for &addr in listens {
+        process.wait_listening(addr);
+    }
+    process
+}
+
+/// Writes `text` to `<dir>/<file>` and compiles it with the real `etc
+/// build` into `plan`.
+fn compile(dir: &Path, file: &str, text: &str, plan: &Path) {
+    let source = dir.join(file);
     std::fs::write(&source, text).expect("writing the configuration");
     let out = Command::new(ours("etc"))
         .arg("build")
         .arg(&source)
         .arg("-o")
-        .arg(&plan)
+        .arg(plan)
         .output()
         .expect("running etc build");
     assert!(
@@ -159,11 +170,28 @@ pub fn start_ours(dir: &Path, file: &str, text: &str, listens: &[SocketAddr]) ->
         out.status,
         String::from_utf8_lossy(&out.stderr),
     );
-    let mut process = serve(&plan, &[], dir);
-    for &addr in listens {
-        process.wait_listening(addr);
+}
+
+impl Config {
+    /// Compiles this configuration and puts its plan in the place of the
+    /// plan `process` (started by [`Config::start`] in `dir`) serves, which
+    /// it then reloads; waits (bounded) for the reload to be applied and
+    /// returns the log lines it wrote.
+    pub fn reload(self, process: &Process, dir: &Path) -> String {
+        let before = process.log().len();
+        let aside = dir.join("plan.new");
+        compile(dir, "etemenanki.toml", &self.text, &aside);
+        std::fs::rename(&aside, dir.join("plan.bin")).expect("renaming the new plan");
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            let log = process.log();
+            if log[before..].contains("reload: applied epoch") {
+                return log[before..].to_owned();
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the runtime did not reload; log:\n{}", process.log());
     }
-    process
 }
 
 /// Starts `etemenanki-run` on `plan` (with `args` after it) and debug
