@@ -13,8 +13,8 @@ use std::thread;
 
 use crate::serve::{
     carries_nothing, carries_tcp, carries_udp, ends, ours_to_ours, own_dir, refused_and_held,
-    serve, server_config, setup, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
-    SMALL_UDP_MAX,
+    serve, server_config, setup, sing_box_client, survives_probes, v2ray_client, Transport, HELD,
+    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
@@ -94,6 +94,58 @@ fn v2ray_vmess_client_carries_tcp_and_udp_through_our_vmess_inbound_over_tcp_and
             carries_tcp(front, &what);
             carries_udp(front, &what, SMALL_UDP_MAX);
         }
+        ours.wait_for_log("via out@v1");
+    }
+}
+
+/// sing-box's vmess outbound to `server` with `id` (alterId 0) and
+/// `security`, over `transport`.
+fn sing_box_vmess(
+    server: SocketAddr,
+    id: &str,
+    security: &str,
+    transport: Transport,
+    ca: &Path,
+) -> String {
+    format!(
+        r#"{{ "type": "vmess", "tag": "ours", "server": "127.0.0.1", "server_port": {},
+    "uuid": "{id}", "security": "{security}", "alter_id": 0{} }}"#,
+        server.port(),
+        transport.sing_box_keys(ca)
+    )
+}
+
+#[test]
+fn sing_box_vmess_client_carries_tcp_and_udp_through_our_vmess_inbound_over_tcp_ws_tls_and_grpc_tls(
+) {
+    let test = "sing_box_vmess_client_carries_tcp_and_udp_through_our_vmess_inbound_over_tcp_ws_tls_and_grpc_tls";
+    let Some((peers, dir, pki)) = setup(test, &["sing-box"]) else {
+        return;
+    };
+    for (transport, security) in [
+        (Transport::Tcp, "chacha20-poly1305"),
+        (Transport::WsTls("/vmess-ws", &pki.server), "aes-128-gcm"),
+        (
+            Transport::GrpcTls("VmessService", &pki.server),
+            "aes-128-gcm",
+        ),
+    ] {
+        let what = format!(
+            "sing-box through our vmess inbound over {} with {security}",
+            transport.name()
+        );
+        let server = free_addr();
+        let ours = serve(
+            &own_dir(&dir, "ours", server),
+            "vmess",
+            server,
+            &inbound_tables(transport, &[ID]),
+            "",
+        );
+        let outbound = sing_box_vmess(server, ID, security, transport, &pki.ca);
+        let (_sing_box, front) = sing_box_client(&peers[0], &dir, &outbound);
+        carries_tcp(front, &what);
+        carries_udp(front, &what, UDP_MAX);
         ours.wait_for_log("via out@v1");
     }
 }
