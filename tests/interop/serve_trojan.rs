@@ -5,8 +5,8 @@
 //! serving a web page to a wrong password and to curl; and probes that
 //! must not crash it.
 
-use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
 
@@ -18,6 +18,7 @@ use crate::serve::{
 use crate::support::client::socks5_connect;
 use crate::support::process::Process;
 use crate::support::servers::{free_addr, http_origin, tcp_echo};
+use crate::support::WAIT;
 
 const PASSWORD: &str = "trojan-serve-secret";
 const OTHER_PASSWORD: &str = "trojan-serve-second-user";
@@ -284,6 +285,63 @@ fn trojan_fallback_serves_the_web_page_to_a_wrong_password_and_to_curl() {
     // The right password is still proxied, not sent to the web server.
     let (_right, right) = trojan_client(&peers[0], &dir, server, PASSWORD, &pki.ca);
     carries_tcp(right, "trojan-gfw beside the fallback");
+}
+
+#[test]
+fn a_silent_client_is_closed_at_the_handshake_deadline_of_each_layer() {
+    let test = "a_silent_client_is_closed_at_the_handshake_deadline_of_each_layer";
+    let Some((_, dir, pki)) = setup(test, &[]) else {
+        return;
+    };
+    for (transport, logged) in [
+        (Transport::Tcp, "inbound handshake timed out after 3s"),
+        (Transport::Tls(&pki.server), "tls handshake timed out"),
+        (Transport::Ws("/trojan-ws"), "websocket handshake timed out"),
+        (Transport::Grpc("TrojanService"), "grpc handshake timed out"),
+    ] {
+        let server = free_addr();
+        let ours = serve(
+            &own_dir(&dir, "ours", server),
+            "trojan",
+            server,
+            &inbound_tables(transport, &[PASSWORD], None),
+            SHORT_HANDSHAKE,
+        );
+        // Connected, and not a byte sent: the limit is 3 s. An HTTP/2
+        // server speaks first (its SETTINGS frame); no other layer does.
+        let mut silent = TcpStream::connect_timeout(&server, WAIT).unwrap();
+        silent.set_read_timeout(Some(WAIT)).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        loop {
+            match silent.read(&mut buf) {
+                Ok(0) => break,
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+                Ok(n) if got.len() + n <= buf.len() => got.extend_from_slice(&buf[..n]),
+                Ok(n) => panic!(
+                    "{}: a silent client was sent {n} bytes more",
+                    transport.name()
+                ),
+                Err(e) => panic!(
+                    "{}: a silent client was still connected {WAIT:?} after a 3 s limit ({e})",
+                    transport.name()
+                ),
+            }
+        }
+        match transport {
+            // A frame header: 3 bytes of length, then type 4, SETTINGS.
+            Transport::Grpc(_) => assert!(
+                got.get(3) == Some(&4),
+                "grpc: the server's first frame should be SETTINGS, got {got:?}"
+            ),
+            _ => assert!(
+                got.is_empty(),
+                "{}: a silent client was sent {got:?}",
+                transport.name()
+            ),
+        }
+        ours.wait_for_log(logged);
+    }
 }
 
 #[test]
