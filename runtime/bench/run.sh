@@ -7,7 +7,10 @@
 #   runtime/bench/run.sh --subjects direct,etemenanki --runs 1
 #   runtime/bench/run.sh --protocol-chains --runs 2 --bulk-mib 256
 # (the second: shadowsocks, shadowsocks 2022 and trojan, our client and
-# the peers' clients in front of the same real servers).
+# the peers' clients in front of the same real servers), and
+#   runtime/bench/run.sh --full-chains --runs 2 --bulk-mib 256
+# (one program at both ends: ours, shadowsocks-rust, v2ray, trojan-gfw and
+# sing-box, each to itself).
 set -eu
 
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -7,6 +7,12 @@ mod curl;
 mod dante;
 mod grpc;
 mod microsocks;
+mod serve;
+mod serve_shadowsocks;
+mod serve_ss2022;
+mod serve_trojan;
+mod serve_vless;
+mod serve_vmess;
 mod shadowsocks;
 mod ss2022;
 // Shared with tests/e2e, which uses parts these tests do not.

@@ -53,6 +53,27 @@ impl Config {
         self.listens.push(listen);
     }
 
+    /// A `protocol` inbound on `listen` (trojan, vless, vmess,
+    /// shadowsocks, ...), with the inbound's tables (`[inbound.stream]`,
+    /// `[inbound.settings]`, ...) as `tables` writes them.
+    pub fn proxy_in(mut self, protocol: &str, listen: SocketAddr, tables: &str) -> Config {
+        let _ = write!(
+            self.text,
+            "[[inbound]]\ntag = \"{protocol}-in\"\nprotocol = \"{protocol}\"\n\
+             listen = \"{}\"\nport = {}\n{tables}\n",
+            listen.ip(),
+            listen.port()
+        );
+        self.listens.push(listen);
+        self
+    }
+
+    /// `text` as written, after what is there: a `[limits]` table, say.
+    pub fn raw(mut self, text: &str) -> Config {
+        self.text.push_str(text);
+        self
+    }
+
     /// The default outbound: a `socks` client of `server`.
     pub fn socks_out(self, server: SocketAddr, login: Option<Login>) -> Config {
         self.outbound("socks", Some(server), login)
@@ -129,14 +150,25 @@ impl Config {
 /// real `etc build` and serves the plan with `etemenanki-run`, waiting until
 /// every address in `listens` accepts connections.
 pub fn start_ours(dir: &Path, file: &str, text: &str, listens: &[SocketAddr]) -> Process {
-    let source = dir.join(file);
     let plan = dir.join("plan.bin");
+    compile(dir, file, text, &plan);
+    let mut process = serve(&plan, &[], dir);
+    for &addr in listens {
+        process.wait_listening(addr);
+    }
+    process
+}
+
+/// Writes `text` to `<dir>/<file>` and compiles it with the real `etc
+/// build` into `plan`.
+fn compile(dir: &Path, file: &str, text: &str, plan: &Path) {
+    let source = dir.join(file);
     std::fs::write(&source, text).expect("writing the configuration");
     let out = Command::new(ours("etc"))
         .arg("build")
         .arg(&source)
         .arg("-o")
-        .arg(&plan)
+        .arg(plan)
         .output()
         .expect("running etc build");
     assert!(
@@ -145,11 +177,28 @@ pub fn start_ours(dir: &Path, file: &str, text: &str, listens: &[SocketAddr]) ->
         out.status,
         String::from_utf8_lossy(&out.stderr),
     );
-    let mut process = serve(&plan, &[], dir);
-    for &addr in listens {
-        process.wait_listening(addr);
+}
+
+impl Config {
+    /// Compiles this configuration and puts its plan in the place of the
+    /// plan `process` (started by [`Config::start`] in `dir`) serves, which
+    /// it then reloads; waits (bounded) for the reload to be applied and
+    /// returns the log lines it wrote.
+    pub fn reload(self, process: &Process, dir: &Path) -> String {
+        let before = process.log().len();
+        let aside = dir.join("plan.new");
+        compile(dir, "etemenanki.toml", &self.text, &aside);
+        std::fs::rename(&aside, dir.join("plan.bin")).expect("renaming the new plan");
+        let start = Instant::now();
+        while start.elapsed() < WAIT {
+            let log = process.log();
+            if log[before..].contains("reload: applied epoch") {
+                return log[before..].to_owned();
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the runtime did not reload; log:\n{}", process.log());
     }
-    process
 }
 
 /// Starts `etemenanki-run` on `plan` (with `args` after it) and debug

@@ -91,20 +91,8 @@ pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result
         }
         other => return Ok(Launch::Skipped(format!("{} is not a chain", other.name()))),
     };
-    if let Launch::Chain {
-        mut front,
-        mut server,
-    } = launched
-    {
-        if let Err(e) = through(front.addr, echo) {
-            // Both logs: either end may be the one that refused.
-            let front_log = front.failure(&format!(
-                "{} carries no connection to the echo server: {e}",
-                subject.name()
-            ));
-            return Err(server.failure(&format!("{front_log}\n  server:")));
-        }
-        return Ok(Launch::Chain { front, server });
+    if let Launch::Chain { front, server } = launched {
+        return checked(subject.name(), front, server, echo);
     }
     Ok(launched)
 }
@@ -117,6 +105,24 @@ fn v2ray(config: &Path) -> Command {
     let mut command = Command::new(V2RAY);
     command.arg("-config").arg(config);
     command
+}
+
+/// The chain of `front` and `server` once one byte has made the round trip
+/// to `echo` through both; otherwise an error with both logs, as either
+/// end may be the one that refused.
+pub fn checked(
+    name: &str,
+    mut front: Proxy,
+    mut server: Proxy,
+    echo: SocketAddr,
+) -> io::Result<Launch> {
+    if let Err(e) = through(front.addr, echo) {
+        let front_log = front.failure(&format!(
+            "{name} carries no connection to the echo server: {e}"
+        ));
+        return Err(server.failure(&format!("{front_log}\n  server:")));
+    }
+    Ok(Launch::Chain { front, server })
 }
 
 /// One byte to the echo server and back through `front`, retried until

@@ -5,6 +5,7 @@
 //! as a ratio to direct. See README.md.
 
 mod chain;
+mod full;
 mod interrupt;
 mod measure;
 mod peers;
@@ -56,6 +57,12 @@ struct Args {
     /// --subjects.
     #[arg(long)]
     protocol_chains: bool,
+    /// Measure direct and every full chain (one program at both ends:
+    /// ours, shadowsocks-rust, v2ray, trojan-gfw, sing-box; shadowsocks
+    /// AEAD, shadowsocks 2022, vmess over tcp, vless over ws, trojan over
+    /// tls) instead of --subjects; with --protocol-chains, both.
+    #[arg(long)]
+    full_chains: bool,
     /// Bulk transfer size, MiB.
     #[arg(long, default_value_t = 1024)]
     bulk_mib: u64,
@@ -128,11 +135,14 @@ impl Args {
     }
 
     fn subjects(&self) -> Vec<Subject> {
-        if !self.protocol_chains {
+        if !self.protocol_chains && !self.full_chains {
             return self.subjects.clone();
         }
+        let protocol = self.protocol_chains.then_some(Subject::PROTOCOL_CHAINS);
+        let full = self.full_chains.then_some(Subject::FULL_CHAINS);
         std::iter::once(Subject::Direct)
-            .chain(Subject::PROTOCOL_CHAINS)
+            .chain(protocol.into_iter().flatten())
+            .chain(full.into_iter().flatten())
             .collect()
     }
 }

@@ -102,6 +102,9 @@ pub fn launch(subject: Subject, bins: &Binaries, echo: SocketAddr) -> io::Result
             return crate::chain::launch(subject, bins, echo)
         }
         _ => {
+            if let Some((chain, side)) = subject.full() {
+                return crate::full::launch(name, chain, side, bins, echo);
+            }
             let Some((protocol, client)) = subject.protocol() else {
                 return Ok(Launch::Skipped(format!("{name} has no launcher")));
             };

@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::chain::{loopback, through};
+use crate::chain::{checked, loopback};
 use crate::peers::{launch_etemenanki_as, Binaries, Launch};
 use crate::pki::{self, Pki};
 use crate::proxy::{free_port, Proxy, Ready, ScratchDir};
@@ -134,7 +134,7 @@ pub fn find(program: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn require(program: &str) -> Result<PathBuf, String> {
+pub fn require(program: &str) -> Result<PathBuf, String> {
     find(program)
         .ok_or_else(|| format!("{program} is not installed (not on PATH nor in ~/.cargo/bin)"))
 }
@@ -251,13 +251,7 @@ pub fn launch(
         }
         Client::Sslocal => {
             let (method, key) = method_and_key(protocol);
-            let mut command = Command::new(&client_bin);
-            command
-                .arg("-b")
-                .arg(front_addr.to_string())
-                .arg("-s")
-                .arg(server_addr.to_string())
-                .args(["-m", method, "-k", key]);
+            let command = sslocal(&client_bin, front_addr, server_addr, method, key);
             Proxy::spawn(name, command, front_addr, front_dir)?
         }
         Client::SsLocal => {
@@ -303,18 +297,30 @@ pub fn launch(
             Proxy::spawn(name, command, front_addr, front_dir)?
         }
     };
-    let (mut front, mut server) = (front, server);
     let echo = match protocol {
         Protocol::Wireguard => through_tunnel(echo),
         _ => echo,
     };
-    if let Err(e) = through(front.addr, echo) {
-        let front_log = front.failure(&format!(
-            "{name} carries no connection to the echo server: {e}"
-        ));
-        return Err(server.failure(&format!("{front_log}\n  server:")));
-    }
-    Ok(Launch::Chain { front, server })
+    checked(name, front, server, echo)
+}
+
+/// shadowsocks-rust's client of `server` for `method` and `key`, SOCKS5 on
+/// `front`.
+pub fn sslocal(
+    bin: &Path,
+    front: SocketAddr,
+    server: SocketAddr,
+    method: &str,
+    key: &str,
+) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .arg("-b")
+        .arg(front.to_string())
+        .arg("-s")
+        .arg(server.to_string())
+        .args(["-m", method, "-k", key]);
+    command
 }
 
 fn method_and_key(protocol: Protocol) -> (&'static str, &'static str) {

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use crate::full::{Chain, Side};
 use crate::protocol::{Client, Protocol};
 use crate::subject::Subject;
 
@@ -204,6 +205,9 @@ impl Table {
         if self.subjects.iter().any(|s| s.protocol().is_some()) {
             out.push_str("(an ss-, ss2022-, trojan-, vmess-, vless- or wg- column is a protocol chain: its proxy rows are the client's, its server rows the real server's)\n");
         }
+        if self.subjects.iter().any(|s| s.full().is_some()) {
+            out.push_str("(a full- column is one program at both ends: its proxy rows are the client's, its server rows the server's)\n");
+        }
         for &subject in &self.subjects {
             let reasons: Vec<(Figure, &String)> = Figure::ALL
                 .into_iter()
@@ -240,6 +244,143 @@ impl Table {
         for protocol in Protocol::ALL {
             out.push_str(&self.protocol_section(protocol));
         }
+        for chain in Chain::ALL {
+            out.push_str(&self.full_section(chain));
+        }
+        out
+    }
+
+    /// `subject`'s name, then each of `values` with its decimals; a figure
+    /// it lacks says why its bulk run has none (skipped, failed) or `-`.
+    fn value_row(
+        &self,
+        subject: Subject,
+        values: &[Option<f64>],
+        decimals: &[usize],
+    ) -> Vec<String> {
+        let mut row = vec![subject.name().to_owned()];
+        for (value, &decimals) in values.iter().zip(decimals) {
+            row.push(match value {
+                Some(v) => format!("{v:.decimals$}"),
+                None => match self.cells.get(&(subject, Figure::Bulk)) {
+                    Some(Cell::Skipped(_)) => "skipped".to_owned(),
+                    Some(Cell::Failed(_)) => "failed".to_owned(),
+                    _ => "-".to_owned(),
+                },
+            });
+        }
+        row
+    }
+
+    /// One protocol's full chains side by side, the client's and the
+    /// server's CPU and memory added (CPU from the fastest bulk run, whose
+    /// two figures come from the same bytes), then ours divided by each
+    /// peer's, then the goals: ahead of the best peer chain on MiB per
+    /// CPU-second and on connects per second, at no more than a quarter of
+    /// its idle memory per connection.
+    fn full_section(&self, chain: Chain) -> String {
+        let chains: Vec<(Subject, Side)> = self
+            .subjects
+            .iter()
+            .filter_map(|&s| match s.full() {
+                Some((c, side)) if c == chain => Some((s, side)),
+                _ => None,
+            })
+            .collect();
+        if chains.is_empty() {
+            return String::new();
+        }
+        let sum = |subject: Subject, a: Figure, b: Figure| -> Option<f64> {
+            Some(self.value(subject, a)? + self.value(subject, b)?)
+        };
+        let figures = |subject: Subject| -> [Option<f64>; 8] {
+            let cpu = sum(subject, Figure::CpuPerGib, Figure::ServerCpuPerGib);
+            [
+                self.value(subject, Figure::Bulk)
+                    .map(|mb| mb * 1e6 / (1u64 << 20) as f64),
+                cpu,
+                cpu.filter(|c| *c > 0.0).map(|c| 1024.0 / c),
+                self.value(subject, Figure::Sequential),
+                self.value(subject, Figure::Concurrent),
+                sum(subject, Figure::IdleKib, Figure::ServerIdleKib),
+                self.value(subject, Figure::IdleKib),
+                self.value(subject, Figure::ServerIdleKib),
+            ]
+        };
+        const HEADS: [&str; 8] = [
+            "MiB/s",
+            "chain CPU s/GiB",
+            "MiB/CPU-s",
+            "seq conn/s",
+            "50-conc conn/s",
+            "chain idle KiB",
+            "client KiB",
+            "server KiB",
+        ];
+        const DECIMALS: [usize; 8] = [0, 2, 0, 0, 0, 1, 1, 1];
+        let mut rows: Vec<Vec<String>> = vec![std::iter::once("chain".to_owned())
+            .chain(HEADS.iter().map(|h| (*h).to_owned()))
+            .collect()];
+        for &(subject, _) in &chains {
+            rows.push(self.value_row(subject, &figures(subject), &DECIMALS));
+        }
+        let ours = chains
+            .iter()
+            .find(|(_, side)| *side == Side::Etemenanki)
+            .map(|(s, _)| *s);
+        let peers: Vec<Subject> = chains
+            .iter()
+            .filter(|(_, side)| *side != Side::Etemenanki)
+            .map(|(s, _)| *s)
+            .collect();
+        if let Some(ours) = ours {
+            let mine = figures(ours);
+            for &peer in &peers {
+                rows.push(ratio_row(peer, &mine, &figures(peer)));
+            }
+        }
+        let mut out = format!("\n{}\n{}", chain.name(), aligned(&rows));
+        let Some(ours) = ours else {
+            return out;
+        };
+        let mine = figures(ours);
+        // Ahead of the best peer chain on each rate.
+        for (index, what) in [
+            (2, "MiB per CPU-second"),
+            (3, "sequential connects per second"),
+            (4, "50-concurrent connects per second"),
+        ] {
+            let best = peers
+                .iter()
+                .filter_map(|&p| Some((p, figures(p)[index]?)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let _ = match (best, mine[index]) {
+                (Some((peer, theirs)), Some(m)) if theirs > 0.0 => writeln!(
+                    out,
+                    "  goal: more {what} than the best peer chain ({}, {theirs:.0}): {m:.0}, {:.2}x, {}",
+                    peer.name(),
+                    m / theirs,
+                    if m > theirs { "met" } else { "missed" }
+                ),
+                _ => writeln!(out, "  goal: {what}: not measured"),
+            };
+        }
+        // A quarter of the idle memory of the best peer chain on MiB per
+        // CPU-second.
+        let best = peers
+            .iter()
+            .filter_map(|&p| Some((p, figures(p)[2]?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let _ = match (best.and_then(|(p, _)| Some((p, figures(p)[5]?))), mine[5]) {
+            (Some((peer, theirs)), Some(m)) if theirs > 0.0 => writeln!(
+                out,
+                "  goal: at most a quarter of {}'s idle KiB per connection ({theirs:.1}): {m:.1}, {:.2}x, {}",
+                peer.name(),
+                m / theirs,
+                if m <= theirs / 4.0 { "met" } else { "missed" }
+            ),
+            _ => writeln!(out, "  goal: idle memory: not measured"),
+        };
         out
     }
 
@@ -292,18 +433,7 @@ impl Table {
             .find(|(_, c)| *c == Client::Etemenanki)
             .map(|(s, _)| *s);
         for &(subject, _) in &clients {
-            let mut row = vec![subject.name().to_owned()];
-            for (value, decimals) in figures(subject).iter().zip(DECIMALS) {
-                row.push(match value {
-                    Some(v) => format!("{v:.decimals$}"),
-                    None => match self.cells.get(&(subject, Figure::Bulk)) {
-                        Some(Cell::Skipped(_)) => "skipped".to_owned(),
-                        Some(Cell::Failed(_)) => "failed".to_owned(),
-                        _ => "-".to_owned(),
-                    },
-                });
-            }
-            rows.push(row);
+            rows.push(self.value_row(subject, &figures(subject), &DECIMALS));
         }
         let peers: Vec<Subject> = clients
             .iter()
@@ -313,32 +443,10 @@ impl Table {
         if let Some(ours) = ours {
             let mine = figures(ours);
             for &peer in &peers {
-                let theirs = figures(peer);
-                let mut row = vec![format!("ratio ours/{}", peer.name())];
-                for (m, t) in mine.iter().zip(theirs) {
-                    row.push(match (m, t) {
-                        (Some(m), Some(t)) if t != 0.0 => format!("{:.2}x", m / t),
-                        _ => "-".to_owned(),
-                    });
-                }
-                rows.push(row);
+                rows.push(ratio_row(peer, &mine, &figures(peer)));
             }
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-            .collect();
-        let mut out = format!("\n{}\n", protocol.name());
-        for row in &rows {
-            out.push(' ');
-            for (c, cell) in row.iter().enumerate() {
-                if c == 0 {
-                    let _ = write!(out, " {cell:<w$}", w = widths[c]);
-                } else {
-                    let _ = write!(out, "  {cell:>w$}", w = widths[c]);
-                }
-            }
-            out.push('\n');
-        }
+        let mut out = format!("\n{}\n{}", protocol.name(), aligned(&rows));
         let Some(ours) = ours else {
             return out;
         };
@@ -437,6 +545,40 @@ impl Table {
         }
         out
     }
+}
+
+/// Ours divided by `peer`'s, figure by figure.
+fn ratio_row(peer: Subject, mine: &[Option<f64>], theirs: &[Option<f64>]) -> Vec<String> {
+    let mut row = vec![format!("ratio ours/{}", peer.name())];
+    for (m, t) in mine.iter().zip(theirs) {
+        row.push(match (m, t) {
+            (Some(m), Some(t)) if *t != 0.0 => format!("{:.2}x", m / t),
+            _ => "-".to_owned(),
+        });
+    }
+    row
+}
+
+/// `rows` as a table: the first column left-aligned, the others right,
+/// each as wide as its widest cell, every line indented by two spaces.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        out.push(' ');
+        for (c, cell) in row.iter().enumerate() {
+            if c == 0 {
+                let _ = write!(out, " {cell:<w$}", w = widths[c]);
+            } else {
+                let _ = write!(out, "  {cell:>w$}", w = widths[c]);
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -547,5 +689,42 @@ mod tests {
             section.contains("  (against the leanest peer, trojan-sing-box at 50.0 KiB: 0.20x)\n")
         );
         assert_eq!(table.protocol_section(Protocol::Shadowsocks), "");
+    }
+
+    #[test]
+    fn a_full_section_adds_both_ends_and_holds_ours_against_the_best_peer_chain() {
+        let subjects = vec![
+            Subject::Direct,
+            Subject::FullVmessEtemenanki,
+            Subject::FullVmessV2ray,
+            Subject::FullVmessSingBox,
+        ];
+        let mut table = Table::new(subjects);
+        for (subject, cpu, connects, kib) in [
+            (Subject::FullVmessEtemenanki, 0.25, 900.0, 10.0),
+            (Subject::FullVmessV2ray, 1.5, 1000.0, 60.0),
+            (Subject::FullVmessSingBox, 1.0, 800.0, 40.0),
+        ] {
+            table.set(subject, Figure::Bulk, Cell::Value(1048.576));
+            // The client and the server each take half.
+            table.set(subject, Figure::CpuPerGib, Cell::Value(cpu / 2.0));
+            table.set(subject, Figure::ServerCpuPerGib, Cell::Value(cpu / 2.0));
+            table.set(subject, Figure::Sequential, Cell::Value(connects));
+            table.set(subject, Figure::Concurrent, Cell::Value(connects));
+            table.set(subject, Figure::IdleKib, Cell::Value(kib / 2.0));
+            table.set(subject, Figure::ServerIdleKib, Cell::Value(kib / 2.0));
+        }
+        let section = table.full_section(Chain::VmessTcp);
+        assert!(section.contains("full chains: vmess over tcp (aes-128-gcm, AEAD header)\n"));
+        assert!(section.contains(
+            "  goal: more MiB per CPU-second than the best peer chain (full-vmess-sing-box, 1024): 4096, 4.00x, met\n"
+        ));
+        assert!(section.contains(
+            "  goal: more sequential connects per second than the best peer chain (full-vmess-v2ray, 1000): 900, 0.90x, missed\n"
+        ));
+        assert!(section.contains(
+            "  goal: at most a quarter of full-vmess-sing-box's idle KiB per connection (40.0): 10.0, 0.25x, met\n"
+        ));
+        assert_eq!(table.full_section(Chain::TrojanTls), "");
     }
 }

@@ -2,10 +2,12 @@
 //! Debian peer, through Etemenanki, through chains of two proxies that
 //! speak SOCKS over TLS between them, and through protocol chains: a
 //! client (ours or a peer's) in front of a real shadowsocks, trojan,
-//! vmess or vless server.
+//! vmess, vless or WireGuard server; and full chains, one program at both
+//! ends of a protocol.
 
 use std::net::SocketAddr;
 
+use crate::full::{Chain, Side};
 use crate::protocol::{Client, Protocol};
 
 /// One column of the result table.
@@ -71,6 +73,51 @@ pub enum Subject {
     WgEtemenanki,
     /// ... sing-box's own wireguard endpoint as the client.
     WgSingBox,
+    /// Full chain, shadowsocks AEAD (aes-128-gcm): ours to ours.
+    #[value(name = "full-ss-etemenanki")]
+    FullSsEtemenanki,
+    /// ... sslocal to ssserver.
+    #[value(name = "full-ss-ss-rust")]
+    FullSsRust,
+    /// ... sing-box to sing-box.
+    #[value(name = "full-ss-sing-box")]
+    FullSsSingBox,
+    /// Full chain, shadowsocks 2022 (2022-blake3-aes-128-gcm): ours to ours.
+    #[value(name = "full-ss2022-etemenanki")]
+    FullSs2022Etemenanki,
+    /// ... sslocal to ssserver.
+    #[value(name = "full-ss2022-ss-rust")]
+    FullSs2022Rust,
+    /// ... sing-box to sing-box.
+    #[value(name = "full-ss2022-sing-box")]
+    FullSs2022SingBox,
+    /// Full chain, vmess over tcp (aes-128-gcm): ours to ours.
+    #[value(name = "full-vmess-etemenanki")]
+    FullVmessEtemenanki,
+    /// ... v2ray to v2ray.
+    #[value(name = "full-vmess-v2ray")]
+    FullVmessV2ray,
+    /// ... sing-box to sing-box.
+    #[value(name = "full-vmess-sing-box")]
+    FullVmessSingBox,
+    /// Full chain, vless over ws: ours to ours.
+    #[value(name = "full-vless-ws-etemenanki")]
+    FullVlessWsEtemenanki,
+    /// ... v2ray to v2ray.
+    #[value(name = "full-vless-ws-v2ray")]
+    FullVlessWsV2ray,
+    /// ... sing-box to sing-box.
+    #[value(name = "full-vless-ws-sing-box")]
+    FullVlessWsSingBox,
+    /// Full chain, trojan over tls: ours to ours.
+    #[value(name = "full-trojan-etemenanki")]
+    FullTrojanEtemenanki,
+    /// ... trojan-gfw to trojan-gfw.
+    #[value(name = "full-trojan-gfw")]
+    FullTrojanGfw,
+    /// ... sing-box to sing-box.
+    #[value(name = "full-trojan-sing-box")]
+    FullTrojanSingBox,
 }
 
 impl Subject {
@@ -108,6 +155,25 @@ impl Subject {
         Subject::WgSingBox,
     ];
 
+    /// Every full chain, ours first within each protocol.
+    pub const FULL_CHAINS: [Subject; 15] = [
+        Subject::FullSsEtemenanki,
+        Subject::FullSsRust,
+        Subject::FullSsSingBox,
+        Subject::FullSs2022Etemenanki,
+        Subject::FullSs2022Rust,
+        Subject::FullSs2022SingBox,
+        Subject::FullVmessEtemenanki,
+        Subject::FullVmessV2ray,
+        Subject::FullVmessSingBox,
+        Subject::FullVlessWsEtemenanki,
+        Subject::FullVlessWsV2ray,
+        Subject::FullVlessWsSingBox,
+        Subject::FullTrojanEtemenanki,
+        Subject::FullTrojanGfw,
+        Subject::FullTrojanSingBox,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Subject::Direct => "direct",
@@ -138,13 +204,59 @@ impl Subject {
             Subject::VlessGrpcSingBox => "vless-grpc-sing-box",
             Subject::WgEtemenanki => "wg-etemenanki",
             Subject::WgSingBox => "wg-sing-box",
+            Subject::FullSsEtemenanki => "full-ss-etemenanki",
+            Subject::FullSsRust => "full-ss-ss-rust",
+            Subject::FullSsSingBox => "full-ss-sing-box",
+            Subject::FullSs2022Etemenanki => "full-ss2022-etemenanki",
+            Subject::FullSs2022Rust => "full-ss2022-ss-rust",
+            Subject::FullSs2022SingBox => "full-ss2022-sing-box",
+            Subject::FullVmessEtemenanki => "full-vmess-etemenanki",
+            Subject::FullVmessV2ray => "full-vmess-v2ray",
+            Subject::FullVmessSingBox => "full-vmess-sing-box",
+            Subject::FullVlessWsEtemenanki => "full-vless-ws-etemenanki",
+            Subject::FullVlessWsV2ray => "full-vless-ws-v2ray",
+            Subject::FullVlessWsSingBox => "full-vless-ws-sing-box",
+            Subject::FullTrojanEtemenanki => "full-trojan-etemenanki",
+            Subject::FullTrojanGfw => "full-trojan-gfw",
+            Subject::FullTrojanSingBox => "full-trojan-sing-box",
         }
     }
 
     /// A chain of a front proxy and a server behind it: a TLS socks server,
     /// or a protocol's real server.
     pub fn is_chain(self) -> bool {
-        matches!(self, Subject::EtemenankiTls | Subject::V2rayTls) || self.protocol().is_some()
+        matches!(self, Subject::EtemenankiTls | Subject::V2rayTls)
+            || self.protocol().is_some()
+            || self.full().is_some()
+    }
+
+    /// A protocol chain or a full chain: compared on TCP alone, and its
+    /// idle connections write one byte (a shadowsocks client may send its
+    /// request only with the first payload).
+    pub fn is_protocol_chain(self) -> bool {
+        self.protocol().is_some() || self.full().is_some()
+    }
+
+    /// The protocol and the program at both ends of a full chain.
+    pub fn full(self) -> Option<(Chain, Side)> {
+        Some(match self {
+            Subject::FullSsEtemenanki => (Chain::Shadowsocks, Side::Etemenanki),
+            Subject::FullSsRust => (Chain::Shadowsocks, Side::SsRust),
+            Subject::FullSsSingBox => (Chain::Shadowsocks, Side::SingBox),
+            Subject::FullSs2022Etemenanki => (Chain::Ss2022, Side::Etemenanki),
+            Subject::FullSs2022Rust => (Chain::Ss2022, Side::SsRust),
+            Subject::FullSs2022SingBox => (Chain::Ss2022, Side::SingBox),
+            Subject::FullVmessEtemenanki => (Chain::VmessTcp, Side::Etemenanki),
+            Subject::FullVmessV2ray => (Chain::VmessTcp, Side::V2ray),
+            Subject::FullVmessSingBox => (Chain::VmessTcp, Side::SingBox),
+            Subject::FullVlessWsEtemenanki => (Chain::VlessWs, Side::Etemenanki),
+            Subject::FullVlessWsV2ray => (Chain::VlessWs, Side::V2ray),
+            Subject::FullVlessWsSingBox => (Chain::VlessWs, Side::SingBox),
+            Subject::FullTrojanEtemenanki => (Chain::TrojanTls, Side::Etemenanki),
+            Subject::FullTrojanGfw => (Chain::TrojanTls, Side::TrojanGfw),
+            Subject::FullTrojanSingBox => (Chain::TrojanTls, Side::SingBox),
+            _ => return None,
+        })
     }
 
     /// The protocol and the client of a protocol chain.

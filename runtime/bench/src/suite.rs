@@ -60,7 +60,7 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
         servers,
         subject.target(servers.idle),
         limits.idle_connections,
-        subject.protocol().is_some(),
+        subject.is_protocol_chain(),
     ) {
         Ok(idle) => {
             for (which, idle) in ["", " server"].iter().zip(&idle) {
@@ -144,8 +144,8 @@ pub fn measure_round(
         Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), &bulk.cpu_per_gib()),
         Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
     }
-    // The protocol chains are compared on TCP alone.
-    if subject.protocol().is_some() {
+    // The protocol and full chains are compared on TCP alone.
+    if subject.is_protocol_chain() {
         best.not_applicable(subject, Figure::Udp);
         best.not_applicable(subject, Figure::CpuPerUdp);
         check_alive(column);

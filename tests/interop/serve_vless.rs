@@ -1,0 +1,256 @@
+//! Our vless inbound against the clients users run: v2ray 4.34 over tcp
+//! and ws+tls, sing-box over grpc+tls, TCP and UDP; our own vless
+//! outbound over every transport; several ids, a wrong one refused while
+//! the right ones are served; the fallback serving a web page to curl;
+//! and probes that must not crash it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use crate::serve::{
+    carries_nothing, carries_tcp, carries_udp, curl_page, ours_to_ours, own_dir, refused_and_held,
+    serve, setup, sing_box_client, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
+    SMALL_UDP_MAX, UDP_MAX,
+};
+use crate::support::servers::{free_addr, http_origin};
+
+const ID: &str = "4c7a1f3e-8d2b-4e6f-9a1c-3b5d7e9f0a12";
+const OTHER_ID: &str = "9e8d7c6b-5a49-4382-a1b0-c9d8e7f6a5b4";
+const WRONG_ID: &str = "4c7a1f3e-8d2b-4e6f-9a1c-3b5d7e9f0a13";
+const PAGE: &[u8] = b"<html><body>an ordinary web server</body></html>\n";
+
+/// Our vless inbound's tables: `transport`, `ids`, a `fallback` when
+/// given.
+fn inbound_tables(transport: Transport, ids: &[&str], fallback: Option<SocketAddr>) -> String {
+    let mut text = transport.inbound_tables();
+    text.push_str("[inbound.settings]\n");
+    match ids {
+        [one] => text.push_str(&format!("id = \"{one}\"\n")),
+        many => {
+            let list: Vec<String> = many.iter().map(|id| format!("\"{id}\"")).collect();
+            text.push_str(&format!("ids = [{}]\n", list.join(", ")));
+        }
+    }
+    if let Some(fallback) = fallback {
+        text.push_str(&format!("fallback = \"{fallback}\"\n"));
+    }
+    text
+}
+
+/// Our vless outbound's tables over `transport` with `id`.
+fn outbound_tables(transport: Transport, ca: &Path, id: &str) -> String {
+    format!(
+        "{}[outbound.settings]\nid = \"{id}\"\n",
+        transport.outbound_tables(ca)
+    )
+}
+
+/// v2ray's vless outbound to `server` with `id` over `transport`.
+fn v2ray_vless(server: SocketAddr, id: &str, transport: Transport, ca: &Path) -> String {
+    format!(
+        r#"{{ "protocol": "vless",
+    "settings": {{ "vnext": [{{ "address": "127.0.0.1", "port": {},
+      "users": [{{ "id": "{id}", "encryption": "none" }}] }}] }},
+    "streamSettings": {{ {} }} }}"#,
+        server.port(),
+        transport.v2ray_stream(ca)
+    )
+}
+
+/// sing-box's vless outbound to `server` with `id` over `transport`. UDP
+/// as plain VLESS packets (`"packet_encoding": ""`), not sing-box's
+/// default XUDP, which is Xray's mux.
+fn sing_box_vless(server: SocketAddr, id: &str, transport: Transport, ca: &Path) -> String {
+    format!(
+        r#"{{ "type": "vless", "tag": "ours", "server": "127.0.0.1", "server_port": {},
+    "uuid": "{id}", "packet_encoding": ""{} }}"#,
+        server.port(),
+        transport.sing_box_keys(ca)
+    )
+}
+
+#[test]
+fn v2ray_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_tcp_and_ws_tls() {
+    let test =
+        "v2ray_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_tcp_and_ws_tls";
+    let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
+        return;
+    };
+    for transport in [Transport::Tcp, Transport::WsTls("/vless-ws", &pki.server)] {
+        let what = format!("v2ray through our vless inbound over {}", transport.name());
+        let server = free_addr();
+        let ours = serve(
+            &own_dir(&dir, "ours", server),
+            "vless",
+            server,
+            &inbound_tables(transport, &[ID], None),
+            "",
+        );
+        let (_v2ray, front) = v2ray_client(
+            &peers[0],
+            &dir,
+            &v2ray_vless(server, ID, transport, &pki.ca),
+        );
+        carries_tcp(front, &what);
+        ours.wait_for_log("via out@v1");
+        carries_udp(front, &what, SMALL_UDP_MAX);
+    }
+}
+
+#[test]
+fn sing_box_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_grpc_tls() {
+    let test = "sing_box_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_grpc_tls";
+    let Some((peers, dir, pki)) = setup(test, &["sing-box"]) else {
+        return;
+    };
+    let transport = Transport::GrpcTls("VlessService", &pki.server);
+    let server = free_addr();
+    let ours = serve(
+        &dir,
+        "vless",
+        server,
+        &inbound_tables(transport, &[ID], None),
+        "",
+    );
+    let (_sing_box, front) = sing_box_client(
+        &peers[0],
+        &dir,
+        &sing_box_vless(server, ID, transport, &pki.ca),
+    );
+    carries_tcp(front, "sing-box through our vless inbound over grpc+tls");
+    ours.wait_for_log("via out@v1");
+    carries_udp(
+        front,
+        "sing-box through our vless inbound over grpc+tls",
+        UDP_MAX,
+    );
+}
+
+#[test]
+fn our_vless_outbound_reaches_our_vless_inbound_over_every_transport() {
+    let test = "our_vless_outbound_reaches_our_vless_inbound_over_every_transport";
+    let Some((_, dir, pki)) = setup(test, &[]) else {
+        return;
+    };
+    for transport in [
+        Transport::Tcp,
+        Transport::Tls(&pki.server),
+        Transport::Ws("/vless-ws"),
+        Transport::WsTls("/vless-ws", &pki.server),
+        Transport::Grpc("VlessService"),
+        Transport::GrpcTls("VlessService", &pki.server),
+    ] {
+        ours_to_ours(
+            &dir,
+            "vless",
+            &inbound_tables(transport, &[ID], None),
+            &outbound_tables(transport, &pki.ca, ID),
+            &format!(
+                "our vless outbound to our inbound over {}",
+                transport.name()
+            ),
+        );
+    }
+}
+
+#[test]
+fn a_wrong_vless_id_is_refused_and_every_listed_id_served() {
+    let test = "a_wrong_vless_id_is_refused_and_every_listed_id_served";
+    let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
+        return;
+    };
+    let server = free_addr();
+    let ours = serve(
+        &dir,
+        "vless",
+        server,
+        &inbound_tables(Transport::Tcp, &[ID, OTHER_ID], None),
+        SHORT_HANDSHAKE,
+    );
+    let client = |id| {
+        v2ray_client(
+            &peers[0],
+            &dir,
+            &v2ray_vless(server, id, Transport::Tcp, &pki.ca),
+        )
+    };
+    let (_wrong, wrong) = client(WRONG_ID);
+    let (_first, first) = client(ID);
+    let (_second, second) = client(OTHER_ID);
+
+    for _ in 0..2 {
+        carries_nothing(wrong, "v2ray with a wrong id");
+        carries_tcp(first, "v2ray with the first id");
+        carries_tcp(second, "v2ray with the second id");
+    }
+    ours.wait_for_log(HELD);
+}
+
+#[test]
+fn vless_fallback_serves_the_web_page_to_curl_over_tcp_and_tls() {
+    let test = "vless_fallback_serves_the_web_page_to_curl_over_tcp_and_tls";
+    let Some((peers, dir, pki)) = setup(test, &["curl", "v2ray"]) else {
+        return;
+    };
+    let web = http_origin(PAGE);
+    for transport in [Transport::Tcp, Transport::Tls(&pki.server)] {
+        let server = free_addr();
+        let ours = serve(
+            &own_dir(&dir, "ours", server),
+            "vless",
+            server,
+            &inbound_tables(transport, &[ID], Some(web)),
+            "",
+        );
+        let scheme = match transport {
+            Transport::Tcp => "http",
+            _ => "https",
+        };
+        assert_eq!(
+            curl_page(&peers[0], &pki.ca, scheme, server),
+            PAGE,
+            "curl over {} got another page",
+            transport.name()
+        );
+        ours.wait_for_log(&format!("relayed to the fallback {web}"));
+        // The right id is still proxied.
+        let (_v2ray, front) = v2ray_client(
+            &peers[1],
+            &dir,
+            &v2ray_vless(server, ID, transport, &pki.ca),
+        );
+        carries_tcp(front, "v2ray beside the vless fallback");
+    }
+}
+
+#[test]
+fn a_wrong_vless_id_gets_no_byte_and_is_held_until_the_handshake_deadline() {
+    refused_and_held(
+        "a_wrong_vless_id_gets_no_byte_and_is_held_until_the_handshake_deadline",
+        "vless",
+        &inbound_tables(Transport::Tcp, &[ID], None),
+        &outbound_tables(Transport::Tcp, Path::new("unused"), WRONG_ID),
+    );
+}
+
+#[test]
+fn noise_and_truncated_handshakes_never_crash_our_vless_inbound() {
+    let test = "noise_and_truncated_handshakes_never_crash_our_vless_inbound";
+    let Some((_, dir, pki)) = setup(test, &[]) else {
+        return;
+    };
+    for transport in [
+        Transport::Tcp,
+        Transport::WsTls("/vless-ws", &pki.server),
+        Transport::Grpc("VlessService"),
+    ] {
+        survives_probes(
+            &dir,
+            "vless",
+            &inbound_tables(transport, &[ID], None),
+            &outbound_tables(transport, &pki.ca, ID),
+            false,
+            &format!("our vless inbound over {}", transport.name()),
+        );
+    }
+}
