@@ -68,7 +68,8 @@ impl Config {
         self
     }
 
-    /// `text` as written, after what is there: a `[limits]` table, say.
+    /// `text` as written, after what is there: a `[limits]` table, or an
+    /// outbound the helpers here do not spell and the route to it.
     pub fn raw(mut self, text: &str) -> Config {
         self.text.push_str(text);
         self
@@ -95,13 +96,6 @@ impl Config {
             server.ip(),
             server.port()
         );
-        self
-    }
-
-    /// Tables written as they are: an outbound the helpers here do not
-    /// spell, and the route to it.
-    pub fn raw(mut self, tables: &str) -> Config {
-        self.text.push_str(tables);
         self
     }
 
