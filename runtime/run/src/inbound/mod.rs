@@ -3,6 +3,7 @@
 //! outbound it opens.
 
 mod admission;
+mod dns;
 mod handshake;
 mod http;
 mod sniff;
@@ -36,6 +37,7 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 enum Serve {
     Socks { udp: bool },
     Http,
+    Dns,
 }
 
 /// What every connection of one inbound shares.
@@ -65,6 +67,8 @@ pub struct Inbound {
     accept: Option<JoinHandle<()>>,
     /// Connections end when this sender is dropped.
     stop: watch::Sender<()>,
+    /// The DNS inbound's UDP side, on the listener's port.
+    dns_udp: Option<dns::Udp>,
 }
 
 impl Inbound {
@@ -83,6 +87,7 @@ impl Inbound {
                 (Serve::Socks { udp: *udp }, accounts, tls)
             }
             InboundProtocol::Http { accounts, tls } => (Serve::Http, accounts, tls),
+            InboundProtocol::Dns => (Serve::Dns, &Vec::new(), &None),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -103,6 +108,10 @@ impl Inbound {
             None => listen(spec.listen)?,
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
+        let dns_udp = match serve {
+            Serve::Dns => Some(dns::Udp::bind(listener.local_addr()?)?),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
@@ -120,6 +129,7 @@ impl Inbound {
             shared,
             accept: None,
             stop: watch::channel(()).0,
+            dns_udp,
         })
     }
 
@@ -148,6 +158,9 @@ impl Inbound {
         if let Some(listener) = self.listener.take() {
             let shared = self.shared.clone();
             let stop = self.stop.subscribe();
+            if let Some(udp) = &mut self.dns_udp {
+                udp.start(shared.clone());
+            }
             self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
         }
     }
@@ -228,6 +241,11 @@ async fn serve(
     match shared.serve {
         Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
+        // No handshake to bound: the permit goes back at once.
+        Serve::Dns => {
+            drop(handshake);
+            dns::serve_tcp(shared, client).await
+        }
     }
 }
 

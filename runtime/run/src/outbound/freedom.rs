@@ -46,7 +46,7 @@ impl Freedom {
         };
         let found = match resolved {
             Some(addresses) => addresses.to_vec(),
-            None => self.resolver.lookup(host).await?,
+            None => self.resolver.lookup_family(host, self.family).await?,
         };
         if found.is_empty() {
             return Err(io::Error::new(
@@ -151,7 +151,9 @@ impl ResolvingUdp {
         if !matches!(&self.lookup, Some((name, _)) if name == host) {
             let resolver = self.resolver.clone();
             let name = host.to_owned();
-            let lookup: Lookup = Box::pin(async move { resolver.lookup(&name).await });
+            let family = self.family;
+            let lookup: Lookup =
+                Box::pin(async move { resolver.lookup_family(&name, family).await });
             self.lookup = Some((host.to_owned(), lookup));
         }
         let Some((_, lookup)) = &mut self.lookup else {
@@ -224,19 +226,18 @@ impl DatagramLink for ResolvingUdp {
 mod tests {
     use std::sync::Arc;
 
-    use etemenanki_ir::spec::{DnsSpec, Limits, SocketPolicy};
+    use etemenanki_ir::spec::{Limits, SocketPolicy};
     use tokio::net::TcpListener;
 
     use super::*;
     use crate::dial::Dialer;
-    use crate::resolve::Dns;
 
     #[tokio::test]
     async fn a_name_routing_resolved_is_dialed_at_those_addresses_without_a_second_lookup() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         // A resolver with no server: any lookup it made would fail.
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let limits = Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default()));
         let freedom = Freedom::new(
             Dialer::new(SocketPolicy::default(), limits),

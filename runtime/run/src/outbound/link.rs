@@ -54,6 +54,8 @@ pub enum OutboundDatagram {
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
+    /// Answered by the internal DNS service.
+    Dns(Box<crate::dns::DnsUdpLink>),
 }
 
 /// A datagram's source as a link compares it with its server's address:
@@ -82,6 +84,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Vmess(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
+            OutboundDatagram::Dns(udp) => udp.poll_send_to(cx, payload, to),
         }
     }
 
@@ -99,6 +102,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Vmess(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
+            OutboundDatagram::Dns(udp) => udp.poll_recv_from(cx, buf),
         }
     }
 }

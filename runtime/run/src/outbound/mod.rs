@@ -63,6 +63,9 @@ enum Kind {
     /// Boxed: the auth id's AES key schedule is large.
     Vmess(Box<Vmess>),
     Blackhole,
+    /// The internal DNS service, the route target `dns`: built with the DNS
+    /// spec, never from an outbound spec.
+    Dns(crate::dns::Service),
 }
 
 impl Outbound {
@@ -158,6 +161,21 @@ impl Outbound {
         }
     }
 
+    /// The internal DNS service as a route target: its id has the empty
+    /// tag, which no spec tag may have, and the DNS spec's version.
+    pub fn dns_service(version: u32, service: crate::dns::Service) -> Outbound {
+        Outbound {
+            id: OutboundId::new("", version),
+            drain: Drain::default(),
+            kind: Kind::Dns(service),
+            probe: None,
+        }
+    }
+
+    pub fn is_dns_service(&self) -> bool {
+        matches!(self.kind, Kind::Dns(_))
+    }
+
     /// Where a balancer's TCP health probe connects.
     pub fn probe_target(&self) -> Option<&HostPort> {
         self.probe.as_ref()
@@ -184,6 +202,9 @@ impl Outbound {
             Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Vmess(vmess) => vmess.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
+            Kind::Dns(service) => Ok(OutboundStream::Dns(Box::new(
+                crate::dns::DnsTcpStream::new(service.clone()),
+            ))),
         }
     }
 
@@ -236,6 +257,9 @@ impl Outbound {
                 .await
                 .map(|udp| OutboundDatagram::Vless(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
+            Kind::Dns(service) => Ok(OutboundDatagram::Dns(Box::new(
+                crate::dns::DnsUdpLink::new(service.clone()),
+            ))),
         }
     }
 }

@@ -34,6 +34,8 @@ pub enum OutboundStream {
     Vmess(Box<VmessFramed>),
     /// Reads EOF at once and swallows every write.
     Blackhole,
+    /// A TCP flow answered by the internal DNS service.
+    Dns(Box<crate::dns::DnsTcpStream>),
 }
 
 impl OutboundStream {
@@ -56,7 +58,8 @@ impl OutboundStream {
             | OutboundStream::Shadowsocks(_)
             | OutboundStream::Ss2022(_)
             | OutboundStream::Vmess(_)
-            | OutboundStream::Blackhole => None,
+            | OutboundStream::Blackhole
+            | OutboundStream::Dns(_) => None,
         }
     }
 
@@ -69,7 +72,7 @@ impl OutboundStream {
             OutboundStream::Ss2022(framed) => framed.get_ref().local_addr(),
             OutboundStream::Vless(vless) => vless.get_ref().local_addr(),
             OutboundStream::Vmess(framed) => framed.get_ref().local_addr(),
-            OutboundStream::Blackhole => return None,
+            OutboundStream::Blackhole | OutboundStream::Dns(_) => return None,
         };
         addr.ok()
     }
@@ -89,6 +92,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -107,6 +111,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -119,6 +124,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
         }
     }
 
@@ -131,6 +137,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
         }
     }
 }

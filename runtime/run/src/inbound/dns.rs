@@ -1,0 +1,132 @@
+//! The DNS inbound: the internal DNS service for the host itself, UDP and
+//! TCP on the same port. A UDP socket beside the inbound's TCP listener
+//! answers each datagram; a TCP connection (accepted and admitted like any
+//! other) is answered message by message. Answers come from the service of
+//! the current plane, so a DNS change reaches a reused inbound too.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UdpSocket;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::Shared;
+use crate::dns::{Service, Transport};
+use crate::resolve::MAX_MESSAGE;
+
+/// Datagrams answered at once; more wait in the socket's buffer.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// The UDP side, bound with the TCP listener and served once started.
+pub struct Udp {
+    socket: Option<std::net::UdpSocket>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Udp {
+    /// Binds UDP on `addr`, the TCP listener's own address (its port is the
+    /// one the kernel chose for port 0). SO_REUSEPORT lets the inbound that
+    /// replaces this one on a reload bind the same port while this one
+    /// still answers.
+    pub fn bind(addr: SocketAddr) -> io::Result<Udp> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        if addr.is_ipv6() {
+            socket.set_only_v6(false)?;
+        }
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        Ok(Udp {
+            socket: Some(socket.into()),
+            task: None,
+        })
+    }
+
+    pub fn start(&mut self, shared: Arc<Shared>) {
+        if let Some(socket) = self.socket.take() {
+            self.task = Some(tokio::spawn(async move {
+                match UdpSocket::from_std(socket) {
+                    Ok(socket) => serve_udp(socket, shared).await,
+                    Err(e) => tracing::warn!("inbound {}: udp: {e}", shared.tag),
+                }
+            }));
+        }
+    }
+}
+
+impl Drop for Udp {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+fn service(shared: &Shared) -> Option<Service> {
+    shared.plane.load().dns_service().cloned()
+}
+
+async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut answering: JoinSet<Option<(Vec<u8>, SocketAddr)>> = JoinSet::new();
+    loop {
+        tokio::select! {
+            received = socket.recv_from(&mut buf), if answering.len() < MAX_IN_FLIGHT => {
+                let (n, peer) = match received {
+                    Ok(received) => received,
+                    Err(e) => {
+                        tracing::debug!("inbound {}: udp receive failed: {e}", shared.tag);
+                        continue;
+                    }
+                };
+                let Some(service) = service(&shared) else { continue };
+                let query = buf[..n].to_vec();
+                answering.spawn(async move {
+                    Some((service.answer(&query, Transport::Udp).await?, peer))
+                });
+            }
+            Some(joined) = answering.join_next() => {
+                if let Ok(Some((answer, peer))) = joined {
+                    if let Err(e) = socket.send_to(&answer, peer).await {
+                        tracing::debug!("inbound {}: answering {peer} failed: {e}", shared.tag);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One TCP connection: each message after its 2-byte length, answered in
+/// turn, until the client closes or stays silent past the idle timeout.
+pub async fn serve_tcp(
+    shared: &Shared,
+    mut client: etemenanki_transport::Stream,
+) -> io::Result<()> {
+    let idle = shared.limits.load().relay_idle_timeout;
+    let mut query = vec![0u8; MAX_MESSAGE];
+    loop {
+        let mut len = [0u8; 2];
+        match tokio::time::timeout(idle, client.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Ok(()),
+        }
+        let len = usize::from(u16::from_be_bytes(len));
+        client.read_exact(&mut query[..len]).await?;
+        let Some(service) = service(shared) else {
+            return Ok(());
+        };
+        let Some(answer) = service.answer(&query[..len], Transport::Tcp).await else {
+            return Ok(());
+        };
+        let len = u16::try_from(answer.len()).unwrap_or(u16::MAX);
+        client.write_all(&len.to_be_bytes()).await?;
+        client.write_all(&answer[..usize::from(len)]).await?;
+        client.flush().await?;
+    }
+}
