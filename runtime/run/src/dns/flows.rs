@@ -5,6 +5,7 @@
 //! [`MAX_IN_FLIGHT`] at once per link; the link's owner is woken when one
 //! is ready.
 
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -13,6 +14,7 @@ use etemenanki_proto::Address;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::task::JoinSet;
 
+use super::ready_now;
 use super::service::{Service, Transport};
 use crate::outbound::DatagramLink;
 use crate::resolve::{BoxFuture, MAX_MESSAGE};
@@ -23,6 +25,8 @@ pub const MAX_IN_FLIGHT: usize = 64;
 
 pub struct DnsUdpLink {
     service: Service,
+    /// Answers ready at once (from the cache), not yet received.
+    ready: VecDeque<(Vec<u8>, Address)>,
     answering: JoinSet<Option<(Vec<u8>, Address)>>,
 }
 
@@ -30,6 +34,7 @@ impl DnsUdpLink {
     pub fn new(service: Service) -> DnsUdpLink {
         DnsUdpLink {
             service,
+            ready: VecDeque::new(),
             answering: JoinSet::new(),
         }
     }
@@ -38,13 +43,24 @@ impl DnsUdpLink {
 impl DatagramLink for DnsUdpLink {
     fn poll_send_to(
         &mut self,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
         payload: &[u8],
         to: &Address,
     ) -> Poll<io::Result<()>> {
-        if self.answering.len() >= MAX_IN_FLIGHT {
+        if self.answering.len() + self.ready.len() >= MAX_IN_FLIGHT {
             tracing::debug!("dns service: too many queries in flight, dropping one");
             return Poll::Ready(Ok(()));
+        }
+        let now = ready_now(std::pin::pin!(self.service.answer(payload, Transport::Udp)));
+        match now {
+            Some(Some(answer)) => {
+                self.ready.push_back((answer, to.clone()));
+                // The owner polls the receive side again.
+                cx.waker().wake_by_ref();
+                return Poll::Ready(Ok(()));
+            }
+            Some(None) => return Poll::Ready(Ok(())),
+            None => {}
         }
         let service = self.service.clone();
         let query = payload.to_vec();
@@ -62,6 +78,11 @@ impl DatagramLink for DnsUdpLink {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<Address>> {
+        if let Some((answer, from)) = self.ready.pop_front() {
+            let n = answer.len().min(buf.remaining());
+            buf.put_slice(&answer[..n]);
+            return Poll::Ready(Ok(from));
+        }
         loop {
             match self.answering.poll_join_next(cx) {
                 Poll::Ready(Some(Ok(Some((answer, from))))) => {
@@ -208,5 +229,91 @@ impl AsyncWrite for DnsTcpStream {
             reader.wake();
         }
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+    use std::str::FromStr;
+
+    use hickory_resolver::proto::op::{Message, MessageType, Query, ResponseCode};
+    use hickory_resolver::proto::rr::{Name, RData, RecordType};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn service() -> Service {
+        Service::new(crate::dns::no_servers().destinations)
+    }
+
+    fn query(id: u16, name: &str) -> Vec<u8> {
+        let mut message = Message::new();
+        message
+            .set_id(id)
+            .set_recursion_desired(true)
+            .add_query(Query::query(Name::from_str(name).unwrap(), RecordType::A));
+        message.to_vec().unwrap()
+    }
+
+    fn loopback_answer(bytes: &[u8], id: u16) {
+        let answer = Message::from_vec(bytes).unwrap();
+        assert_eq!(answer.id(), id);
+        assert_eq!(answer.message_type(), MessageType::Response);
+        assert_eq!(answer.response_code(), ResponseCode::NoError);
+        assert!(answer.recursion_available());
+        assert_eq!(
+            answer.answers()[0].data(),
+            Some(&RData::A(std::net::Ipv4Addr::LOCALHOST.into()))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tcp_flow_to_the_dns_service_is_answered_message_by_message() {
+        let mut stream = DnsTcpStream::new(service());
+        let mut written = Vec::new();
+        for id in [7u16, 8] {
+            let q = query(id, "localhost.");
+            written.extend_from_slice(&(q.len() as u16).to_be_bytes());
+            written.extend_from_slice(&q);
+        }
+        // Written in two pieces that split a length prefix.
+        stream.write_all(&written[..1]).await.unwrap();
+        stream.write_all(&written[1..]).await.unwrap();
+        stream.shutdown().await.unwrap();
+        let mut read = Vec::new();
+        stream.read_to_end(&mut read).await.unwrap();
+        let mut at = 0;
+        for id in [7u16, 8] {
+            let len = usize::from(u16::from_be_bytes([read[at], read[at + 1]]));
+            loopback_answer(&read[at + 2..at + 2 + len], id);
+            at += 2 + len;
+        }
+        assert_eq!(at, read.len());
+    }
+
+    #[tokio::test]
+    async fn a_udp_link_to_the_dns_service_answers_from_where_the_query_went() {
+        let mut link = DnsUdpLink::new(service());
+        let to = Address::Ip("192.0.2.53:53".parse().unwrap());
+        poll_fn(|cx| link.poll_send_to(cx, &query(9, "localhost."), &to))
+            .await
+            .unwrap();
+        // Bytes that are no DNS message get no answer, and end nothing.
+        poll_fn(|cx| link.poll_send_to(cx, b"junk", &to))
+            .await
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let (from, n) = poll_fn(|cx| {
+            let mut read = ReadBuf::new(&mut buf);
+            match link.poll_recv_from(cx, &mut read) {
+                Poll::Ready(Ok(from)) => Poll::Ready((from, read.filled().len())),
+                Poll::Ready(Err(e)) => panic!("{e}"),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        assert_eq!(from, to);
+        loopback_answer(&buf[..n], 9);
     }
 }

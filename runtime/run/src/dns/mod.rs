@@ -30,6 +30,16 @@ pub fn build(spec: &DnsSpec, dialer: &Dialer, plane: &Arc<ArcSwap<Plane>>) -> st
     )
 }
 
+/// The output of `future` if it is ready at its first poll: a cached answer
+/// is, and goes out without a task of its own.
+pub fn ready_now<F: std::future::Future>(future: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}
+
 /// A resolver pair that knows no server: `localhost` still resolves, to
 /// loopback (RFC 6761). For tests that route and dial without DNS.
 #[cfg(test)]

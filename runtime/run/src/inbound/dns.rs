@@ -14,7 +14,7 @@ use tokio::net::UdpSocket;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::Shared;
-use crate::dns::{Service, Transport};
+use crate::dns::{ready_now, Service, Transport};
 use crate::resolve::MAX_MESSAGE;
 
 /// Datagrams answered at once; more wait in the socket's buffer.
@@ -84,22 +84,37 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
                     }
                 };
                 let Some(service) = service(&shared) else { continue };
-                let query = buf[..n].to_vec();
-                answering.spawn(async move {
-                    Some((service.answer(&query, Transport::Udp).await?, peer))
-                });
+                // A cached answer is ready at once: sent from here, with
+                // no task and no copy of the query.
+                let answered = {
+                    let answer = std::pin::pin!(service.answer(&buf[..n], Transport::Udp));
+                    ready_now(answer)
+                };
+                match answered {
+                    Some(Some(answer)) => send(&socket, &answer, peer, &shared.tag).await,
+                    Some(None) => {}
+                    None => {
+                        let query = buf[..n].to_vec();
+                        answering.spawn(async move {
+                            Some((service.answer(&query, Transport::Udp).await?, peer))
+                        });
+                    }
+                }
             }
             Some(joined) = answering.join_next() => {
                 if let Ok(Some((answer, peer))) = joined {
-                    if let Err(e) = socket.send_to(&answer, peer).await {
-                        tracing::debug!("inbound {}: answering {peer} failed: {e}", shared.tag);
-                    }
+                    send(&socket, &answer, peer, &shared.tag).await;
                 }
             }
         }
     }
 }
 
+async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr, tag: &str) {
+    if let Err(e) = socket.send_to(answer, peer).await {
+        tracing::debug!("inbound {tag}: answering {peer} failed: {e}");
+    }
+}
 /// One TCP connection: each message after its 2-byte length, answered in
 /// turn, until the client closes or stays silent past the idle timeout.
 pub async fn serve_tcp(

@@ -287,10 +287,10 @@ impl Resolver {
     }
 }
 
-/// `localhost.` and `*.localhost.`: loopback, never asked upstream.
+/// `localhost.` and `*.localhost.`: loopback, never asked upstream. `name`
+/// is in lower case.
 fn local(name: &Name, rtype: RecordType, now: Instant) -> Option<Answer> {
-    let localhost = Name::from_ascii("localhost.").ok()?;
-    if !localhost.zone_of(name) {
+    if name.iter().next_back() != Some(b"localhost".as_slice()) {
         return None;
     }
     let data = match rtype {
@@ -391,6 +391,130 @@ mod tests {
         assert_eq!(
             order(all, AddressFamily::PreferIpv6),
             ips(&["::1", "::2", "127.0.0.1", "127.0.0.2"])
+        );
+    }
+}
+
+#[cfg(test)]
+mod resolver_tests {
+    use std::sync::Mutex;
+
+    use arc_swap::ArcSwap;
+    use etemenanki_ir::spec::{Limits, SocketPolicy};
+    use hickory_resolver::proto::rr::rdata::{A, AAAA};
+    use tokio::net::UdpSocket;
+
+    use super::*;
+    use crate::dial::Dialer;
+
+    /// A loopback DNS server answering every A with 192.0.2.1 and every
+    /// AAAA with 2001:db8::1 (TTL 60) after `delay`; it records the type
+    /// of every query it hears.
+    async fn server(delay: Duration) -> (std::net::SocketAddr, Arc<Mutex<Vec<RecordType>>>) {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1500];
+            loop {
+                let (n, from) = socket.recv_from(&mut buf).await.unwrap();
+                let query = Message::from_vec(&buf[..n]).unwrap();
+                let question = query.queries()[0].clone();
+                log.lock().unwrap().push(question.query_type());
+                let data = match question.query_type() {
+                    RecordType::A => RData::A(A::new(192, 0, 2, 1)),
+                    _ => RData::AAAA(AAAA::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
+                };
+                let mut answer = Message::new();
+                answer
+                    .set_id(query.id())
+                    .set_message_type(MessageType::Response)
+                    .add_query(question.clone())
+                    .add_answer(Record::from_rdata(question.name().clone(), 60, data));
+                tokio::time::sleep(delay).await;
+                socket
+                    .send_to(&answer.to_vec().unwrap(), from)
+                    .await
+                    .unwrap();
+            }
+        });
+        (addr, heard)
+    }
+
+    fn resolver(server: std::net::SocketAddr) -> Resolver {
+        let limits = Arc::new(ArcSwap::from_pointee(Limits::default()));
+        let direct: Arc<dyn Carrier> =
+            Arc::new(Direct::new(Dialer::new(SocketPolicy::default(), limits)));
+        let spec = DnsSpec::Single {
+            servers: vec![DnsServer::Plain(server)],
+        };
+        Dns::build(&spec, direct.clone(), direct)
+            .unwrap()
+            .destinations
+    }
+
+    #[tokio::test]
+    async fn an_only_family_asks_for_its_records_alone_and_auto_for_both() {
+        let (addr, heard) = server(Duration::ZERO).await;
+        let resolver = resolver(addr);
+        let v4 = resolver
+            .lookup_family("v4.test", AddressFamily::Ipv4Only)
+            .await
+            .unwrap();
+        assert_eq!(v4, [IpAddr::from([192, 0, 2, 1])]);
+        assert_eq!(*heard.lock().unwrap(), [RecordType::A]);
+        let v6 = resolver
+            .lookup_family("v6.test", AddressFamily::Ipv6Only)
+            .await
+            .unwrap();
+        assert_eq!(v6, ["2001:db8::1".parse::<IpAddr>().unwrap()]);
+        let both = resolver.lookup("both.test").await.unwrap();
+        assert_eq!(
+            both,
+            [
+                "192.0.2.1".parse::<IpAddr>().unwrap(),
+                "2001:db8::1".parse().unwrap()
+            ]
+        );
+        assert_eq!(heard.lock().unwrap().len(), 4);
+    }
+
+    #[tokio::test]
+    async fn many_askers_of_one_name_share_one_query_and_then_the_cache() {
+        let (addr, heard) = server(Duration::from_millis(100)).await;
+        let resolver = resolver(addr);
+        let askers: Vec<_> = (0..10)
+            .map(|_| {
+                let resolver = resolver.clone();
+                tokio::spawn(async move {
+                    resolver
+                        .lookup_family("one.test", AddressFamily::Ipv4Only)
+                        .await
+                })
+            })
+            .collect();
+        for asker in askers {
+            assert_eq!(
+                asker.await.unwrap().unwrap(),
+                [IpAddr::from([192, 0, 2, 1])]
+            );
+        }
+        let again = resolver
+            .lookup_family("ONE.test", AddressFamily::Ipv4Only)
+            .await
+            .unwrap();
+        assert_eq!(again, [IpAddr::from([192, 0, 2, 1])]);
+        assert_eq!(heard.lock().unwrap().len(), 1, "one query upstream");
+    }
+
+    #[tokio::test]
+    async fn localhost_is_loopback_without_asking_anyone() {
+        let resolver = resolver("127.0.0.1:9".parse().unwrap());
+        let found = resolver.lookup("api.localhost").await.unwrap();
+        assert_eq!(
+            found,
+            [IpAddr::from([127, 0, 0, 1]), "::1".parse().unwrap()]
         );
     }
 }
