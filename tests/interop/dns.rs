@@ -23,12 +23,18 @@ use crate::support::WAIT;
 /// proxy server named by a name) and `big.test`, eight TXT records of 250
 /// bytes (about 2 KB: truncated over UDP at any EDNS size the tools use).
 fn start_dnsmasq(dnsmasq: &Path, dir: &Path) -> (Process, SocketAddr) {
+    start_dnsmasq_answering(dnsmasq, dir, "192.0.2.1")
+}
+
+/// [`start_dnsmasq`] with `a.test` at `a`, its log and configuration named
+/// after it.
+fn start_dnsmasq_answering(dnsmasq: &Path, dir: &Path, a: &str) -> (Process, SocketAddr) {
     let addr = free_addr();
     let mut conf = format!(
         "no-resolv\nno-hosts\nkeep-in-foreground\nbind-interfaces\nlisten-address=127.0.0.1\n\
          port={}\nlog-queries=extra\nlog-facility=-\n\
          auth-zone=test\nauth-server=ns.test,127.0.0.1\nauth-ttl=3\n\
-         host-record=a.test,192.0.2.1,2001:db8::1\nhost-record=proxy.test,127.0.0.1\n",
+         host-record=a.test,{a},2001:db8::1\nhost-record=proxy.test,127.0.0.1\n",
         addr.port()
     );
     for i in 0..8 {
@@ -37,14 +43,15 @@ fn start_dnsmasq(dnsmasq: &Path, dir: &Path) -> (Process, SocketAddr) {
             i.to_string().repeat(250)
         ));
     }
-    let path = dir.join("dnsmasq.conf");
+    let name = format!("dnsmasq-{a}");
+    // A pid file of its own: the default one in /var/run is one per host.
+    let pid = dir.join(format!("{name}.pid"));
+    conf.push_str(&format!("pid-file={}\n", pid.display()));
+    let path = dir.join(format!("{name}.conf"));
     std::fs::write(&path, conf).unwrap();
     let mut command = Command::new(dnsmasq);
     command.arg(format!("--conf-file={}", path.display()));
-    (
-        Process::spawn_listening("dnsmasq", command, dir, addr),
-        addr,
-    )
+    (Process::spawn_listening(&name, command, dir, addr), addr)
 }
 
 /// unbound serving `a.test` (192.0.2.7) over TLS and HTTPS with the
@@ -457,4 +464,52 @@ fn dns_over_tls_and_https_upstreams_verify_the_plans_certificate() {
         assert!(out.contains("SERVFAIL"), "{name}:\n{out}");
         ours_untrusting.wait_for_log("certificate verify failed");
     }
+}
+
+#[test]
+fn a_changed_dns_spec_rebuilds_the_service_and_a_reused_dns_inbound_answers_from_it() {
+    let test = "a_changed_dns_spec_rebuilds_the_service";
+    let Some(p) = peers(test) else { return };
+    let dir = scratch_dir(test);
+    let (_first, first) = start_dnsmasq_answering(&p.dnsmasq, &dir, "192.0.2.1");
+    let (_second, second) = start_dnsmasq_answering(&p.dnsmasq, &dir, "192.0.2.2");
+    let dns_in = free_addr();
+    let config = |server: SocketAddr| {
+        format!(
+            "inbound local-dns dns {{ listen = {dns_in} }}\n\
+             outbound direct freedom {{}}\n\
+             dns {{ servers = [{server}] }}\n"
+        )
+    };
+    let runtime = ours(&dir, &config(first), &[dns_in]);
+    assert!(has_answer(
+        &ask(&p.kdig, dns_in, "a.test", &[]),
+        "192.0.2.1"
+    ));
+    let source = dir.join("etemenanki.et");
+    std::fs::write(&source, config(second)).unwrap();
+    let built = Command::new(crate::support::binaries::ours("etc"))
+        .arg("build")
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.join("plan.bin"))
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    runtime.signal("HUP");
+    runtime.wait_for_log("reload: applied epoch 1");
+    let log = runtime.log();
+    assert!(log.contains("~ dns  v1 -> v2  DNS changed"), "{log}");
+    assert!(
+        log.contains("~ outbound direct  v1 -> v2  DNS changed"),
+        "{log}"
+    );
+    assert!(log.contains("= inbound local-dns"), "{log}");
+    // Not the first server's cached answer: the new service's.
+    let out = ask(&p.kdig, dns_in, "a.test", &[]);
+    assert!(has_answer(&out, "192.0.2.2"), "{out}");
 }

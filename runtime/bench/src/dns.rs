@@ -148,7 +148,9 @@ fn dnsmasq(dir: &ScratchDir) -> io::Result<Proxy> {
         &config,
         format!(
             "no-resolv\nno-hosts\nkeep-in-foreground\nbind-interfaces\nlisten-address=127.0.0.1\n\
-             port={port}\naddress=/bench.test/192.0.2.1\nlocal-ttl=300\nlog-facility=-\n"
+             port={port}\naddress=/bench.test/192.0.2.1\nlocal-ttl=300\nlog-facility=-\n\
+             pid-file={}\n",
+            dir.path().join("dnsmasq.pid").display()
         ),
     )?;
     let mut command = Command::new(binary);
