@@ -19,6 +19,8 @@ use crate::resolve::MAX_MESSAGE;
 
 /// Datagrams answered at once; more wait in the socket's buffer.
 const MAX_IN_FLIGHT: usize = 1024;
+/// Datagrams read in one go once the socket is readable.
+const BATCH: usize = 64;
 
 /// The UDP side, bound with the TCP listener and served once started.
 pub struct Udp {
@@ -75,29 +77,42 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
     let mut answering: JoinSet<Option<(Vec<u8>, SocketAddr)>> = JoinSet::new();
     loop {
         tokio::select! {
-            received = socket.recv_from(&mut buf), if answering.len() < MAX_IN_FLIGHT => {
-                let (n, peer) = match received {
-                    Ok(received) => received,
-                    Err(e) => {
-                        tracing::debug!("inbound {}: udp receive failed: {e}", shared.tag);
-                        continue;
-                    }
-                };
+            readable = socket.readable(), if answering.len() < MAX_IN_FLIGHT => {
+                if let Err(e) = readable {
+                    tracing::debug!("inbound {}: udp socket failed: {e}", shared.tag);
+                    continue;
+                }
                 let Some(service) = service(&shared) else { continue };
-                // A cached answer is ready at once: sent from here, with
-                // no task and no copy of the query.
-                let answered = {
-                    let answer = std::pin::pin!(service.answer(&buf[..n], Transport::Udp));
-                    ready_now(answer)
-                };
-                match answered {
-                    Some(Some(answer)) => send(&socket, &answer, peer, &shared.tag).await,
-                    Some(None) => {}
-                    None => {
-                        let query = buf[..n].to_vec();
-                        answering.spawn(async move {
-                            Some((service.answer(&query, Transport::Udp).await?, peer))
-                        });
+                // Every datagram already queued, up to a batch, before
+                // waiting again.
+                for _ in 0..BATCH {
+                    let (n, peer) = match socket.try_recv_from(&mut buf) {
+                        Ok(received) => received,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            tracing::debug!("inbound {}: udp receive failed: {e}", shared.tag);
+                            break;
+                        }
+                    };
+                    // A cached answer is ready at once: sent from here,
+                    // with no task and no copy of the query.
+                    let answered = {
+                        let answer = std::pin::pin!(service.answer(&buf[..n], Transport::Udp));
+                        ready_now(answer)
+                    };
+                    match answered {
+                        Some(Some(answer)) => send(&socket, &answer, peer, &shared.tag).await,
+                        Some(None) => {}
+                        None => {
+                            let query = buf[..n].to_vec();
+                            let service = service.clone();
+                            answering.spawn(async move {
+                                Some((service.answer(&query, Transport::Udp).await?, peer))
+                            });
+                            if answering.len() >= MAX_IN_FLIGHT {
+                                break;
+                            }
+                        }
                     }
                 }
             }
@@ -111,7 +126,11 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
 }
 
 async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr, tag: &str) {
-    if let Err(e) = socket.send_to(answer, peer).await {
+    let sent = match socket.try_send_to(answer, peer) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => socket.send_to(answer, peer).await,
+        sent => sent,
+    };
+    if let Err(e) = sent {
         tracing::debug!("inbound {tag}: answering {peer} failed: {e}");
     }
 }
