@@ -513,3 +513,58 @@ fn a_changed_dns_spec_rebuilds_the_service_and_a_reused_dns_inbound_answers_from
     let out = ask(&p.kdig, dns_in, "a.test", &[]);
     assert!(has_answer(&out, "192.0.2.2"), "{out}");
 }
+
+#[test]
+fn through_proxy_dot_and_doh_queries_go_through_the_upstream_proxy() {
+    let test = "through_proxy_dot_and_doh_queries_go_through_the_upstream_proxy";
+    let (Some(unbound), Some(kdig), Some(openssl)) = (
+        peer(test, "unbound"),
+        peer(test, "kdig"),
+        peer(test, "openssl"),
+    ) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let (unbound, dot, doh) =
+        start_unbound(&unbound, &dir, &pki.untrusted.cert, &pki.untrusted.key);
+    // The upstream proxy: our own socks inbound, dialing from 127.0.0.2.
+    let upstream_dir = dir.join("upstream");
+    std::fs::create_dir_all(&upstream_dir).unwrap();
+    let upstream = free_addr();
+    let _upstream = ours(
+        &upstream_dir,
+        &format!(
+            "inbound socks-in socks {{ listen = {upstream} }}\n\
+             outbound direct freedom {{}}\n\
+             socket {{ bind_address = [127.0.0.2] }}\n"
+        ),
+        &[upstream],
+    );
+    for (name, server) in [
+        ("dot", format!("tls://{dot}")),
+        ("doh", format!("https://{doh}/dns-query")),
+    ] {
+        let run_dir = dir.join(name);
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let dns_in = free_addr();
+        let _ours = ours(
+            &run_dir,
+            &format!(
+                "inbound local-dns dns {{ listen = {dns_in} }}\n\
+                 outbound proxy socks {{ server = {upstream} }}\n\
+                 dns {{ pre_proxy = [9.9.9.9]  through_proxy = [{server}]  ca_file = \"{}\" }}\n",
+                pki.untrusted.cert.display()
+            ),
+            &[dns_in],
+        );
+        let out = ask(&kdig, dns_in, &format!("{name}.a.test"), &[]);
+        assert!(out.contains("NXDOMAIN"), "{name}:\n{out}");
+        unbound.wait_for_log(&format!("127.0.0.2 {name}.a.test. A IN"));
+        assert!(
+            !unbound.log().contains(&format!("127.0.0.1 {name}.a.test.")),
+            "{}",
+            unbound.log()
+        );
+    }
+}
