@@ -1,8 +1,8 @@
 //! What the benchmark measures: the same work done directly, through each
 //! Debian peer, through Etemenanki, through chains of two proxies that
 //! speak SOCKS over TLS between them, and through protocol chains: a
-//! client (ours or a peer's) in front of a real shadowsocks or trojan
-//! server.
+//! client (ours or a peer's) in front of a real shadowsocks, trojan,
+//! vmess or vless server.
 
 use crate::protocol::{Client, Protocol};
 
@@ -47,6 +47,24 @@ pub enum Subject {
     TrojanGfw,
     /// ... sing-box.
     TrojanSingBox,
+    /// VMess over TCP (aes-128-gcm) to v2ray: our runtime.
+    VmessEtemenanki,
+    /// ... v2ray's own client.
+    #[value(name = "vmess-v2ray")]
+    VmessV2ray,
+    /// ... sing-box.
+    VmessSingBox,
+    /// VLESS over WebSocket and TLS to v2ray: our runtime.
+    VlessWsEtemenanki,
+    /// ... v2ray's own client.
+    #[value(name = "vless-ws-v2ray")]
+    VlessWsV2ray,
+    /// ... sing-box.
+    VlessWsSingBox,
+    /// VLESS over gRPC and TLS to sing-box: our runtime.
+    VlessGrpcEtemenanki,
+    /// ... sing-box's own client (v2ray 4.34 has no gRPC).
+    VlessGrpcSingBox,
 }
 
 impl Subject {
@@ -61,7 +79,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 10] = [
+    pub const PROTOCOL_CHAINS: [Subject; 18] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -72,6 +90,14 @@ impl Subject {
         Subject::TrojanEtemenanki,
         Subject::TrojanGfw,
         Subject::TrojanSingBox,
+        Subject::VmessEtemenanki,
+        Subject::VmessV2ray,
+        Subject::VmessSingBox,
+        Subject::VlessWsEtemenanki,
+        Subject::VlessWsV2ray,
+        Subject::VlessWsSingBox,
+        Subject::VlessGrpcEtemenanki,
+        Subject::VlessGrpcSingBox,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +120,14 @@ impl Subject {
             Subject::TrojanEtemenanki => "trojan-etemenanki",
             Subject::TrojanGfw => "trojan-gfw",
             Subject::TrojanSingBox => "trojan-sing-box",
+            Subject::VmessEtemenanki => "vmess-etemenanki",
+            Subject::VmessV2ray => "vmess-v2ray",
+            Subject::VmessSingBox => "vmess-sing-box",
+            Subject::VlessWsEtemenanki => "vless-ws-etemenanki",
+            Subject::VlessWsV2ray => "vless-ws-v2ray",
+            Subject::VlessWsSingBox => "vless-ws-sing-box",
+            Subject::VlessGrpcEtemenanki => "vless-grpc-etemenanki",
+            Subject::VlessGrpcSingBox => "vless-grpc-sing-box",
         }
     }
 
@@ -116,6 +150,14 @@ impl Subject {
             Subject::TrojanEtemenanki => (Protocol::Trojan, Client::Etemenanki),
             Subject::TrojanGfw => (Protocol::Trojan, Client::TrojanGfw),
             Subject::TrojanSingBox => (Protocol::Trojan, Client::SingBox),
+            Subject::VmessEtemenanki => (Protocol::Vmess, Client::Etemenanki),
+            Subject::VmessV2ray => (Protocol::Vmess, Client::V2ray),
+            Subject::VmessSingBox => (Protocol::Vmess, Client::SingBox),
+            Subject::VlessWsEtemenanki => (Protocol::VlessWs, Client::Etemenanki),
+            Subject::VlessWsV2ray => (Protocol::VlessWs, Client::V2ray),
+            Subject::VlessWsSingBox => (Protocol::VlessWs, Client::SingBox),
+            Subject::VlessGrpcEtemenanki => (Protocol::VlessGrpc, Client::Etemenanki),
+            Subject::VlessGrpcSingBox => (Protocol::VlessGrpc, Client::SingBox),
             _ => return None,
         })
     }

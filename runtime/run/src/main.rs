@@ -20,6 +20,7 @@ mod plan_file;
 mod plane;
 mod relay;
 mod route;
+mod stream_datagrams;
 
 use etemenanki_transport::{dial, resolve};
 

@@ -1,17 +1,16 @@
 //! The DNS inbound: the internal DNS service for the host itself, UDP and
-//! TCP on the same port. A UDP socket beside the inbound's TCP listener
-//! answers each datagram; a TCP connection (accepted and admitted like any
-//! other) is answered message by message. Answers come from the service of
+//! TCP on the same port. The inbound's UDP socket answers each datagram; a
+//! TCP connection (accepted and admitted like any other) is answered
+//! message by message. Answers come from the service of
 //! the current plane, so a DNS change reaches a reused inbound too.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UdpSocket;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 
 use super::Shared;
 use crate::dns::{ready_now, Service, Transport};
@@ -22,57 +21,14 @@ const MAX_IN_FLIGHT: usize = 1024;
 /// Datagrams read in one go once the socket is readable.
 const BATCH: usize = 64;
 
-/// The UDP side, bound with the TCP listener and served once started.
-pub struct Udp {
-    socket: Option<std::net::UdpSocket>,
-    task: Option<JoinHandle<()>>,
-}
-
-impl Udp {
-    /// Binds UDP on `addr`, the TCP listener's own address (its port is the
-    /// one the kernel chose for port 0). SO_REUSEPORT lets the inbound that
-    /// replaces this one on a reload bind the same port while this one
-    /// still answers.
-    pub fn bind(addr: SocketAddr) -> io::Result<Udp> {
-        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-        if addr.is_ipv6() {
-            socket.set_only_v6(false)?;
-        }
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        Ok(Udp {
-            socket: Some(socket.into()),
-            task: None,
-        })
-    }
-
-    pub fn start(&mut self, shared: Arc<Shared>) {
-        if let Some(socket) = self.socket.take() {
-            self.task = Some(tokio::spawn(async move {
-                match UdpSocket::from_std(socket) {
-                    Ok(socket) => serve_udp(socket, shared).await,
-                    Err(e) => tracing::warn!("inbound {}: udp: {e}", shared.tag),
-                }
-            }));
-        }
-    }
-}
-
-impl Drop for Udp {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
-}
-
 fn service(shared: &Shared) -> Option<Service> {
     shared.plane.load().dns_service().cloned()
 }
 
-async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>) {
+/// Answers every datagram on the inbound's UDP socket (bound on the
+/// listener's port, and handed over on a reload as a Shadowsocks inbound's
+/// is).
+pub async fn serve_udp(shared: Arc<Shared>, socket: UdpSocket) {
     let mut buf = vec![0u8; MAX_MESSAGE];
     let mut answering: JoinSet<Option<(Vec<u8>, SocketAddr)>> = JoinSet::new();
     loop {
