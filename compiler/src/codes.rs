@@ -22,6 +22,7 @@ pub const EMPTY_TAG: &str = "E0101";
 pub const DUPLICATE_TAG: &str = "E0102";
 pub const UNKNOWN_TARGET: &str = "E0103";
 pub const NO_OUTBOUNDS: &str = "E0104";
+pub const RESERVED_TAG: &str = "E0105";
 pub const BALANCER_COLLIDES: &str = "E0201";
 pub const BALANCER_UNKNOWN_MEMBER: &str = "E0202";
 pub const BALANCER_UNPROBEABLE: &str = "E0203";
@@ -108,6 +109,13 @@ Fix the tag, or define the outbound or balancer it names.",
         title: "no outbound",
         explanation: "A configuration needs at least one outbound: without one, no flow can leave and the \
 route table has no default.",
+    },
+    Code {
+        code: RESERVED_TAG,
+        title: "reserved tag",
+        explanation: "The tag `dns` names the internal DNS service as a route target (`port 53 -> dns` \
+answers every client's plain DNS queries from the destinations resolver). No outbound or balancer may take \
+it, or a route naming `dns` would be ambiguous. Give the outbound or balancer another tag.",
     },
     Code {
         code: BALANCER_COLLIDES,

@@ -367,6 +367,10 @@ pub struct Dns {
     /// Split: asked through the route table, resolve destinations.
     #[serde(default)]
     pub through_proxy: Option<List<String>>,
+    /// A PEM bundle the tls:// and https:// servers are verified against
+    /// instead of the system roots; read at compile time.
+    #[serde(default)]
+    pub ca_file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

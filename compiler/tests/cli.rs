@@ -480,3 +480,20 @@ fn inspect_of_every_outbound_protocol_is_pinned() {
 fn inspect_of_every_inbound_protocol_and_its_tls_is_pinned() {
     assert_inspect_snapshot("inbounds.toml", "inbounds_human");
 }
+
+#[test]
+fn inspect_of_the_dns_service_example_is_pinned() {
+    assert_inspect_snapshot("dns-service.toml", "dns_service_human");
+}
+
+#[test]
+fn route_shows_the_dns_service_as_the_target_of_port_53() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/dns-service.et");
+    let out = etc(&["route", config.to_str().unwrap(), "udp", "1.1.1.1:53"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("rule 1 (line 23) -> dns (the internal DNS service): "),
+        "{text}"
+    );
+}

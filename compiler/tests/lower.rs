@@ -219,13 +219,104 @@ through_proxy = ["8.8.8.8:5353", "[2001:4860:4860::8888]:53"]
     assert_eq!(
         s.dns,
         DnsSpec::Split {
-            pre_proxy: vec!["1.1.1.1:53".parse().unwrap()],
+            pre_proxy: vec![DnsServer::Plain("1.1.1.1:53".parse().unwrap())],
             through_proxy: vec![
-                "8.8.8.8:5353".parse().unwrap(),
-                "[2001:4860:4860::8888]:53".parse().unwrap()
+                DnsServer::Plain("8.8.8.8:5353".parse().unwrap()),
+                DnsServer::Plain("[2001:4860:4860::8888]:53".parse().unwrap())
             ],
         }
     );
+}
+
+#[test]
+fn dns_over_tls_and_https_check_the_urls_host_against_the_ca_file() {
+    let text = r#"
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+[dns]
+servers = ["tls://1.1.1.1", "https://dns.example/dns-query", "https://[::1]:8443/q", "9.9.9.9"]
+ca_file = "tls/cert.pem"
+[route]
+default = "direct"
+[[route.rule]]
+outbound = "dns"
+port = [53]
+"#;
+    let s = compile(&beside_examples(text)).unwrap().spec;
+    let verify = Verify::CustomCa {
+        path: "tls/cert.pem".into(),
+        pem: example_file("tls/cert.pem"),
+    };
+    let tls = |name: &str, alpn: &[&str]| TlsSpec {
+        server_name: name.into(),
+        verify: verify.clone(),
+        alpn: alpn.iter().map(|a| a.to_string()).collect(),
+    };
+    let hp = |host: Host, port| HostPort { host, port };
+    assert_eq!(
+        s.dns,
+        DnsSpec::Single {
+            servers: vec![
+                DnsServer::Tls {
+                    server: hp(Host::Ip("1.1.1.1".parse().unwrap()), 853),
+                    tls: tls("1.1.1.1", &[]),
+                },
+                DnsServer::Https {
+                    server: hp(Host::Domain("dns.example".into()), 443),
+                    path: "/dns-query".into(),
+                    tls: tls("dns.example", &["h2"]),
+                },
+                DnsServer::Https {
+                    server: hp(Host::Ip("::1".parse().unwrap()), 8443),
+                    path: "/q".into(),
+                    tls: tls("::1", &["h2"]),
+                },
+                DnsServer::Plain("9.9.9.9:53".parse().unwrap()),
+            ],
+        }
+    );
+    assert_eq!(s.route.rules()[0].target, DNS_TARGET);
+}
+
+#[test]
+fn the_dns_tag_is_reserved_for_the_dns_service() {
+    let text = r#"
+[[outbound]]
+tag = "dns"
+protocol = "freedom"
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+[[balancer]]
+tag = "dns"
+outbounds = ["direct"]
+"#;
+    let diags = compile(&Source::new("test.toml", text)).unwrap_err();
+    let reserved: Vec<_> = diags.iter().filter(|d| d.code == "E0105").collect();
+    assert_eq!(reserved.len(), 2, "{diags:#?}");
+    assert_eq!(
+        reserved[0].message,
+        "the tag `dns` is reserved for the internal DNS service"
+    );
+}
+
+#[test]
+fn a_dns_inbound_takes_no_settings() {
+    let s = spec(
+        r#"
+[[inbound]]
+tag = "local-dns"
+protocol = "dns"
+port = 5353
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#,
+    );
+    let inbound = s.inbound("local-dns").unwrap();
+    assert_eq!(inbound.protocol, InboundProtocol::Dns);
+    assert_eq!(inbound.listen, "127.0.0.1:5353".parse().unwrap());
 }
 
 #[test]

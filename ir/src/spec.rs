@@ -553,6 +553,9 @@ pub enum InboundProtocol {
         password: Secret,
         obfs: Option<Obfs>,
     },
+    /// The DNS service for the host itself: UDP and TCP DNS on the same
+    /// port, answered from the `destinations` resolver.
+    Dns,
 }
 
 impl InboundProtocol {
@@ -566,6 +569,7 @@ impl InboundProtocol {
             Self::Shadowsocks { .. } => "shadowsocks",
             Self::Ss2022 { .. } => "shadowsocks-2022",
             Self::Hysteria2 { .. } => "hysteria2",
+            Self::Dns => "dns",
         }
     }
 }
@@ -662,20 +666,52 @@ impl fmt::Display for DrainPolicy {
 
 // ---------------------------------------------------------------- dns, sockets, limits
 
+/// The route target of the internal DNS service: no outbound or balancer
+/// may take this tag (the compiler refuses one that does).
+pub const DNS_TARGET: &str = "dns";
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DnsSpec {
     /// The host's resolv.conf.
     #[default]
     System,
     /// One resolver for both the proxy servers and the destinations.
-    Single { servers: Vec<SocketAddr> },
+    Single { servers: Vec<DnsServer> },
     /// `pre_proxy` servers are asked directly and resolve the proxy servers;
     /// `through_proxy` servers are asked through the route table and resolve
     /// destinations.
     Split {
-        pre_proxy: Vec<SocketAddr>,
-        through_proxy: Vec<SocketAddr>,
+        pre_proxy: Vec<DnsServer>,
+        through_proxy: Vec<DnsServer>,
     },
+}
+
+/// One upstream DNS server, in the order a resolver asks them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DnsServer {
+    /// Plain DNS (`8.8.8.8:53`): UDP, and TCP for an answer that came
+    /// truncated.
+    Plain(SocketAddr),
+    /// DNS over TLS (`tls://1.1.1.1:853`, RFC 7858); the certificate is
+    /// checked against the host (an IP against the certificate's IP SAN).
+    Tls { server: HostPort, tls: TlsSpec },
+    /// DNS over HTTPS (`https://dns.example/dns-query`, RFC 8484): a POST
+    /// of the query to `path` over HTTP/2.
+    Https {
+        server: HostPort,
+        path: String,
+        tls: TlsSpec,
+    },
+}
+
+impl fmt::Display for DnsServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DnsServer::Plain(addr) => write!(f, "{addr}"),
+            DnsServer::Tls { server, .. } => write!(f, "tls://{server}"),
+            DnsServer::Https { server, path, .. } => write!(f, "https://{server}{path}"),
+        }
+    }
 }
 
 /// Applied to every socket an outbound, probe or resolver opens.

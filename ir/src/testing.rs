@@ -105,7 +105,7 @@ pub fn socks_in(tag: &str, port: u16) -> InboundSpec {
 
 pub fn dns(server: [u8; 4]) -> DnsSpec {
     DnsSpec::Single {
-        servers: vec![SocketAddr::from((server, 53))],
+        servers: vec![DnsServer::Plain(SocketAddr::from((server, 53)))],
     }
 }
 

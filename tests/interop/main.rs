@@ -5,6 +5,7 @@
 
 mod curl;
 mod dante;
+mod dns;
 mod grpc;
 mod microsocks;
 mod serve;

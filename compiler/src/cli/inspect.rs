@@ -173,6 +173,7 @@ fn inbound_detail(p: &InboundProtocol) -> String {
         InboundProtocol::Ss2022 { users, udp, .. } => {
             format!("udp {}, {} users", on(*udp), users.len())
         }
+        InboundProtocol::Dns => "udp and tcp, answered by the DNS service".to_owned(),
     }
 }
 
@@ -256,7 +257,7 @@ fn transport(t: &TransportSpec) -> String {
 }
 
 fn dns(spec: &Spec) -> String {
-    let list = |l: &[std::net::SocketAddr]| {
+    let list = |l: &[etemenanki_ir::spec::DnsServer]| {
         l.iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()

@@ -115,7 +115,7 @@ fn print_decision(
     by: Option<IpAddr>,
 ) {
     let Some(index) = decision.rule else {
-        outln!("default -> {}: no rule matches", decision.target);
+        outln!("default -> {}: no rule matches", shown(decision.target));
         return;
     };
     let rule = &table.rules()[index];
@@ -134,8 +134,17 @@ fn print_decision(
         "rule {} (line {}) -> {}: {why}",
         index + 1,
         rule.line,
-        decision.target
+        shown(decision.target)
     );
+}
+
+/// A route target as `etc route` names it: the tag, and for `dns` what it
+/// is.
+fn shown(target: &str) -> String {
+    match target == etemenanki_ir::spec::DNS_TARGET {
+        true => format!("{target} (the internal DNS service)"),
+        false => target.to_owned(),
+    }
 }
 
 /// Why a strategy that resolves leaves this name alone.

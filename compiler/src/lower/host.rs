@@ -2,9 +2,10 @@
 
 use std::net::IpAddr;
 
-use etemenanki_ir::spec::{DnsSpec, Limits, SocketPolicy};
+use etemenanki_ir::spec::{DnsServer, DnsSpec, Host, Limits, SocketPolicy, TlsSpec, Verify};
 
-use super::{values, Cx};
+use super::values::DnsUrl;
+use super::{transport, values, Cx};
 use crate::codes;
 use crate::config::{self, Spanned};
 
@@ -14,6 +15,18 @@ pub fn dns(cx: &mut Cx, dns: Option<&Spanned<config::Dns>>) -> DnsSpec {
     };
     let span = dns.span();
     let d = dns.get_ref();
+    let verify = match &d.ca_file {
+        Some(ca) => transport::ca_bundle(cx, ca),
+        None => Verify::System,
+    };
+    let tls = |server: &etemenanki_ir::spec::HostPort, alpn: &[&str]| TlsSpec {
+        server_name: match &server.host {
+            Host::Ip(ip) => ip.to_string(),
+            Host::Domain(name) => name.clone(),
+        },
+        verify: verify.clone(),
+        alpn: alpn.iter().map(|a| (*a).to_owned()).collect(),
+    };
     let servers = |cx: &mut Cx, list: &Option<Vec<Spanned<String>>>, key: &str| {
         let list = list.as_deref().unwrap_or_default();
         if list.is_empty() {
@@ -25,9 +38,21 @@ pub fn dns(cx: &mut Cx, dns: Option<&Spanned<config::Dns>>) -> DnsSpec {
         }
         list.iter()
             .filter_map(|s| {
-                values::ip_with_default_port(s.get_ref(), 53)
+                let url = values::dns_url(s.get_ref())
                     .map_err(|why| cx.error(codes::INVALID_DNS, s.span(), why))
-                    .ok()
+                    .ok()?;
+                Some(match url {
+                    DnsUrl::Plain(addr) => DnsServer::Plain(addr),
+                    DnsUrl::Tls(server) => DnsServer::Tls {
+                        tls: tls(&server, &[]),
+                        server,
+                    },
+                    DnsUrl::Https(server, path) => DnsServer::Https {
+                        tls: tls(&server, &["h2"]),
+                        server,
+                        path,
+                    },
+                })
             })
             .collect::<Vec<_>>()
     };

@@ -21,6 +21,7 @@ pub const PROTOCOLS: &[&str] = &[
     "shadowsocks",
     "shadowsocks-2022",
     "hysteria2",
+    "dns",
 ];
 
 fn accepted(protocol: &str) -> &'static [&'static str] {
@@ -33,6 +34,7 @@ fn accepted(protocol: &str) -> &'static [&'static str] {
         "shadowsocks" => &["method", "password", "udp"],
         "shadowsocks-2022" => &["method", "psk", "users", "udp"],
         "hysteria2" => &["password", "obfs"],
+        // The DNS inbound has no settings: it answers from the DNS spec.
         _ => &[],
     }
 }
@@ -238,6 +240,7 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
                 udp,
             }
         }
+        "dns" => InboundProtocol::Dns,
         _ => {
             let tls = i.stream.as_ref().and_then(|st| st.tls.as_ref());
             let tls = match tls {

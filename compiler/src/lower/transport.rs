@@ -237,7 +237,7 @@ pub fn client_tls(cx: &mut Cx, tls: Option<&Spanned<ClientTlsConfig>>, host: &st
     }
 }
 
-fn ca_bundle(cx: &mut Cx, ca: &Spanned<String>) -> Verify {
+pub(super) fn ca_bundle(cx: &mut Cx, ca: &Spanned<String>) -> Verify {
     let path = ca.get_ref();
     match cx.read(path, PEM_LIMIT) {
         Ok(pem) if has_pem(&pem, "CERTIFICATE") => Verify::CustomCa {

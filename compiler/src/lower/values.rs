@@ -46,6 +46,50 @@ pub fn host_port(text: &str) -> Result<HostPort, String> {
     })
 }
 
+/// A DNS server as written in `servers`, `pre_proxy` or `through_proxy`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DnsUrl {
+    /// `8.8.8.8` or `8.8.8.8:53`: plain DNS.
+    Plain(SocketAddr),
+    /// `tls://host[:port]`, port 853 by default.
+    Tls(HostPort),
+    /// `https://host[:port][/path]`, port 443 and `/dns-query` by default.
+    Https(HostPort, String),
+}
+
+/// Parses one DNS server: an IP with an optional port (53), `tls://` or
+/// `https://` followed by a host with an optional port.
+pub fn dns_url(text: &str) -> Result<DnsUrl, String> {
+    let with_port = |authority: &str, default: u16| {
+        let bracketed_v6 = authority.starts_with('[') && authority.ends_with(']');
+        let bare = !authority.contains(':') || bracketed_v6;
+        if bare {
+            host(authority).map(|host| HostPort {
+                host,
+                port: default,
+            })
+        } else {
+            host_port(authority)
+        }
+    };
+    if let Some(rest) = text.strip_prefix("tls://") {
+        return with_port(rest, 853).map(DnsUrl::Tls);
+    }
+    if let Some(rest) = text.strip_prefix("https://") {
+        let (authority, path) = match rest.find('/') {
+            Some(at) => rest.split_at(at),
+            None => (rest, "/dns-query"),
+        };
+        return with_port(authority, 443).map(|server| DnsUrl::Https(server, path.to_owned()));
+    }
+    if let Some((scheme, _)) = text.split_once("://") {
+        return Err(format!(
+            "`{scheme}://` is not a DNS server kind (write an IP address, tls:// or https://)"
+        ));
+    }
+    ip_with_default_port(text, 53).map(DnsUrl::Plain)
+}
+
 pub fn port(text: &str) -> Option<u16> {
     text.parse::<u16>().ok().filter(|p| *p != 0)
 }
@@ -75,6 +119,39 @@ pub fn key(text: &str, len: usize) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_servers_take_their_kind_from_the_scheme_and_default_ports() {
+        let hp = |t: &str| host_port(t).unwrap();
+        assert_eq!(
+            dns_url("8.8.8.8").unwrap(),
+            DnsUrl::Plain("8.8.8.8:53".parse().unwrap())
+        );
+        assert_eq!(
+            dns_url("[::1]:5353").unwrap(),
+            DnsUrl::Plain("[::1]:5353".parse().unwrap())
+        );
+        assert_eq!(
+            dns_url("tls://1.1.1.1").unwrap(),
+            DnsUrl::Tls(hp("1.1.1.1:853"))
+        );
+        assert_eq!(
+            dns_url("tls://[::1]:8853").unwrap(),
+            DnsUrl::Tls(hp("[::1]:8853"))
+        );
+        assert_eq!(
+            dns_url("https://dns.example/dns-query").unwrap(),
+            DnsUrl::Https(hp("dns.example:443"), "/dns-query".into())
+        );
+        assert_eq!(
+            dns_url("https://127.0.0.1:8443").unwrap(),
+            DnsUrl::Https(hp("127.0.0.1:8443"), "/dns-query".into())
+        );
+        assert!(dns_url("quic://1.1.1.1")
+            .unwrap_err()
+            .contains("not a DNS server kind"));
+        assert!(dns_url("dns.example").is_err());
+    }
 
     #[test]
     fn base64_decodes_a_32_byte_key() {

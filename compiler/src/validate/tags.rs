@@ -2,6 +2,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use etemenanki_ir::spec::DNS_TARGET;
+
 use crate::codes;
 use crate::config::{Config, Spanned};
 use crate::diagnostic::{suggest, Diagnostic};
@@ -18,6 +20,7 @@ pub fn check(config: &Config, diags: &mut Vec<Diagnostic>) {
         diags,
     );
     balancers(config, diags);
+    reserved(config, diags);
     if config.outbounds.is_empty() {
         diags.push(
             Diagnostic::error(
@@ -102,7 +105,36 @@ fn balancers(config: &Config, diags: &mut Vec<Diagnostic>) {
     }
 }
 
-/// Every tag the route names is an outbound or a balancer; every inbound_tag
+/// `dns` is the internal DNS service's route target: no outbound or
+/// balancer may take it.
+fn reserved(config: &Config, diags: &mut Vec<Diagnostic>) {
+    let outbounds = config
+        .outbounds
+        .iter()
+        .map(|o| ("outbound", &o.get_ref().tag));
+    let balancers = config
+        .balancers
+        .iter()
+        .map(|b| ("balancer", &b.get_ref().tag));
+    for (kind, tag) in outbounds.chain(balancers) {
+        if tag.get_ref() == DNS_TARGET {
+            diags.push(
+                Diagnostic::error(
+                    codes::RESERVED_TAG,
+                    tag.span(),
+                    format!("the tag `{DNS_TARGET}` is reserved for the internal DNS service"),
+                )
+                .with_label(format!("this {kind}"))
+                .with_help(format!(
+                    "give the {kind} another tag; route to `{DNS_TARGET}` to reach the DNS service"
+                )),
+            );
+        }
+    }
+}
+
+/// Every tag the route names is an outbound, a balancer or the DNS
+/// service (`dns`); every inbound_tag
 /// an inbound.
 fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
     let targets: Vec<&str> = config
@@ -126,7 +158,11 @@ fn routes(config: &Config, diags: &mut Vec<Diagnostic>) {
         .default
         .iter()
         .chain(route.rules.iter().map(|r| &r.get_ref().outbound));
-    let target_set: HashSet<&str> = targets.iter().copied().collect();
+    let target_set: HashSet<&str> = targets
+        .iter()
+        .copied()
+        .chain(std::iter::once(DNS_TARGET))
+        .collect();
     let inbound_set: HashSet<&str> = inbounds.iter().copied().collect();
     for tag in named {
         if !target_set.contains(tag.get_ref().as_str()) {

@@ -6,6 +6,7 @@
 
 mod chain;
 mod full;
+mod dns;
 mod interrupt;
 mod measure;
 mod peers;
@@ -99,6 +100,19 @@ struct Args {
     /// Outbounds (and rules) in the reload measurement.
     #[arg(long, default_value_t = 1_000)]
     reload_outbounds: usize,
+    /// Measure the DNS service (queries/s, p50/p99, cached and uncached)
+    /// beside dnsmasq instead of --subjects.
+    #[arg(long)]
+    dns: bool,
+    /// Client threads of the DNS measurement.
+    #[arg(long, default_value_t = 8)]
+    dns_workers: usize,
+    /// Queries per DNS measurement at most.
+    #[arg(long, default_value_t = 200_000)]
+    dns_queries: u64,
+    /// Time bound of each DNS measurement, seconds.
+    #[arg(long, default_value_t = 3.0)]
+    dns_seconds: f64,
     /// Text of the runtime's log line that marks a finished apply.
     #[arg(long, default_value = "reload: applied")]
     reload_done: String,
@@ -150,6 +164,25 @@ impl Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     let load_before = load_average();
+    if args.dns {
+        let limits = dns::Limits {
+            workers: args.dns_workers.max(1),
+            queries: args.dns_queries,
+            time: Duration::from_secs_f64(args.dns_seconds),
+        };
+        let measured = interrupt::install()
+            .and_then(|()| args.binaries())
+            .and_then(|bins| dns::run(&bins, &limits, args.runs));
+        if let Err(e) = measured {
+            eprintln!("etemenanki-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!(
+            "load average {load_before} at the start, {} at the end",
+            load_average()
+        );
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(table) => {
             print!("{}", table.render());

@@ -24,6 +24,7 @@ use crate::inbound::{Inbound, Users};
 use crate::outbound::Outbound;
 use crate::plane::{Plane, Target};
 use crate::resolve::Dns;
+use etemenanki_ir::spec::DNS_TARGET;
 
 /// The plan of the first apply: every resource built at version 1, as
 /// `DeployedState::initial` records it.
@@ -75,6 +76,9 @@ pub struct Deployed {
     /// What the planner plans the next apply against.
     pub state: DeployedState,
     dns: Dns,
+    /// The internal DNS service as a route target, rebuilt with the DNS
+    /// spec only.
+    dns_service: Arc<Outbound>,
     dialer: Dialer,
     outbounds: HashMap<String, Arc<Outbound>>,
     balancers: HashMap<String, Arc<Balancer>>,
@@ -92,6 +96,7 @@ pub struct Runtime {
 
 struct Prepared {
     dns: Dns,
+    dns_service: Arc<Outbound>,
     dialer: Dialer,
     outbounds: HashMap<String, Arc<Outbound>>,
     balancers: HashMap<String, Arc<Balancer>>,
@@ -146,13 +151,18 @@ impl Runtime {
         let old = self.deployed.as_ref();
         let rebuild_dns = steps
             .iter()
-            .any(|s| s.kind == Kind::Dns && matches!(s.action, Action::Build { .. }));
-        let (dns, dialer) = match old {
-            Some(old) if !rebuild_dns => (old.dns.clone(), old.dialer.clone()),
-            _ => (
-                Dns::build(&spec.dns).map_err(|e| format!("building dns failed: {e}"))?,
-                Dialer::new(spec.socket.clone(), self.limits.clone()),
-            ),
+            .find(|s| s.kind == Kind::Dns && matches!(s.action, Action::Build { .. }));
+        let (dns, dns_service, dialer) = match (old, rebuild_dns) {
+            (Some(old), None) => (old.dns.clone(), old.dns_service.clone(), old.dialer.clone()),
+            (_, step) => {
+                let dialer = Dialer::new(spec.socket.clone(), self.limits.clone());
+                let dns = crate::dns::build(&spec.dns, &dialer, &self.plane)
+                    .map_err(|e| format!("building dns failed: {e}"))?;
+                let service = crate::dns::Service::new(dns.destinations.clone());
+                let version = step.map_or(1, |s| s.version);
+                let service = Arc::new(Outbound::dns_service(version, service));
+                (dns, service, dialer)
+            }
         };
         let mut outbounds = HashMap::new();
         let mut balancers = HashMap::new();
@@ -252,6 +262,7 @@ impl Runtime {
             .iter()
             .map(|(tag, o)| (tag.clone(), Target::Outbound(o.clone())))
             .collect();
+        targets.insert(DNS_TARGET.to_owned(), Target::Outbound(dns_service.clone()));
         targets.extend(
             balancers
                 .iter()
@@ -269,9 +280,11 @@ impl Runtime {
         let plane = Plane::new(spec.route.clone(), &targets)
             .map_err(|e| format!("building the route plane failed: {e}"))?
             .with_resolver(dns.destinations.clone())
+            .with_dns_service(crate::dns::Service::new(dns.destinations.clone()))
             .with_own_inbounds(listening);
         Ok(Prepared {
             dns,
+            dns_service,
             dialer,
             outbounds,
             balancers,
@@ -286,6 +299,7 @@ impl Runtime {
     fn commit(&mut self, state: DeployedState, steps: &[Step], prepared: Prepared) {
         let Prepared {
             dns,
+            dns_service,
             dialer,
             outbounds,
             balancers,
@@ -351,6 +365,7 @@ impl Runtime {
         self.deployed = Some(Deployed {
             state,
             dns,
+            dns_service,
             dialer,
             outbounds,
             balancers,

@@ -184,10 +184,9 @@ async fn probe(target: &HostPort, resolver: &Resolver, dialer: &Dialer) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resolve::Dns;
     use etemenanki_ir::spec::{
-        AddressFamily, DnsSpec, DrainPolicy, Host, Limits, OutboundProtocol, OutboundSpec,
-        SocketPolicy, StreamShape, TransportSpec, Upstream,
+        AddressFamily, DrainPolicy, Host, Limits, OutboundProtocol, OutboundSpec, SocketPolicy,
+        StreamShape, TransportSpec, Upstream,
     };
 
     fn proxy(tag: &str, version: u32) -> Arc<Outbound> {
@@ -209,7 +208,7 @@ mod tests {
             },
             drain: DrainPolicy::Keep,
         };
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let dialer = Dialer::new(
             SocketPolicy::default(),
             Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default())),

@@ -321,8 +321,8 @@ mod tests {
 
     use etemenanki_ir::route::{PortRange, RouteTable, Rule};
     use etemenanki_ir::spec::{
-        AddressFamily, DnsSpec, DrainPolicy, Host, HostPort, Limits, OutboundProtocol,
-        OutboundSpec, SocketPolicy, StreamShape, TransportSpec, Upstream,
+        AddressFamily, DrainPolicy, Host, HostPort, Limits, OutboundProtocol, OutboundSpec,
+        SocketPolicy, StreamShape, TransportSpec, Upstream,
     };
     use tokio::net::{TcpListener, UdpSocket};
 
@@ -330,7 +330,6 @@ mod tests {
     use crate::dial::Dialer;
     use crate::outbound::Outbound;
     use crate::plane::Target;
-    use crate::resolve::Dns;
 
     fn freedom(family: AddressFamily) -> OutboundProtocol {
         OutboundProtocol::Freedom {
@@ -341,7 +340,7 @@ mod tests {
     /// A plane with outbounds `o0..o<n>`, the i-th of `outbounds` reached
     /// by destination port `ports[i]`; the default is `o0`.
     fn plane(outbounds: &[(OutboundProtocol, u16)]) -> Arc<ArcSwap<Plane>> {
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let dialer = Dialer::new(
             SocketPolicy::default(),
             Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default())),
@@ -516,7 +515,7 @@ mod tests {
         // `localhost` resolves to loopback even with no DNS server.
         let echo = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let port = echo.local_addr().unwrap().port();
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let dialer = Dialer::new(
             SocketPolicy::default(),
             Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default())),

@@ -7,6 +7,7 @@ mod apply;
 mod balancer;
 mod buffers;
 mod connect;
+mod dns;
 mod drain;
 mod fanout;
 mod framed;

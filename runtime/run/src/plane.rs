@@ -51,6 +51,8 @@ pub struct Plane {
     /// routes names by their addresses; `None` before the first apply.
     resolver: Option<Resolver>,
     own_inbounds: OwnInbounds,
+    /// The internal DNS service, which the DNS inbound asks.
+    dns: Option<crate::dns::Service>,
 }
 
 /// What a route lookup chose.
@@ -70,6 +72,7 @@ impl Plane {
             default: Target::Outbound(Arc::new(Outbound::blackhole(OutboundId::new("", 0)))),
             resolver: None,
             own_inbounds: OwnInbounds::default(),
+            dns: None,
         }
     }
 
@@ -95,6 +98,7 @@ impl Plane {
             default,
             resolver: None,
             own_inbounds: OwnInbounds::default(),
+            dns: None,
         })
     }
 
@@ -108,6 +112,17 @@ impl Plane {
     pub fn with_own_inbounds(mut self, listen: impl IntoIterator<Item = SocketAddr>) -> Plane {
         self.own_inbounds = OwnInbounds::new(listen);
         self
+    }
+
+    /// This plane, answering the DNS inbound with `service`.
+    pub fn with_dns_service(mut self, service: crate::dns::Service) -> Plane {
+        self.dns = Some(service);
+        self
+    }
+
+    /// The DNS service; `None` before the first apply.
+    pub fn dns_service(&self) -> Option<&crate::dns::Service> {
+        self.dns.as_ref()
     }
 
     pub fn table(&self) -> &RouteTable {

@@ -203,7 +203,6 @@ fn lowercase(name: &str) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use etemenanki_ir::route::{Cidr, DomainStrategy, PortRange, RouteTable, Rule};
-    use etemenanki_ir::spec::DnsSpec;
 
     /// The chosen target tag and the index of the rule that chose it (`None`
     /// for the default), by the table alone: the tests' view of a lookup.
@@ -216,7 +215,6 @@ mod tests {
 
     use crate::id::OutboundId;
     use crate::plane::Target;
-    use crate::resolve::Dns;
 
     /// `geoip private -> block`, default `direct`, both blackholes (only
     /// the choice is looked at), resolving with a resolver that knows no
@@ -240,7 +238,7 @@ mod tests {
                 (tag.to_owned(), Target::Outbound(Arc::new(outbound)))
             })
             .collect();
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let plane = Plane::new(table, &targets)
             .unwrap()
             .with_resolver(dns.destinations)

@@ -114,7 +114,9 @@ impl Connector {
     /// socket sends (Shadowsocks).
     pub async fn server_addrs(&self) -> io::Result<Vec<SocketAddr>> {
         let ips = order(
-            self.resolver.lookup(&self.server.host.name()).await?,
+            self.resolver
+                .lookup_family(&self.server.host.name(), self.family)
+                .await?,
             self.family,
         );
         Ok(ips

@@ -139,6 +139,7 @@ fn describe(r: Rule) -> &'static str {
         | Rule::host
         | Rule::hostname
         | Rule::socket_addr
+        | Rule::url
         | Rule::cidr
         | Rule::port_range
         | Rule::integer

@@ -631,15 +631,17 @@ const DNS: &[(&str, Shape)] = &[
     ("servers", Setting),
     ("pre_proxy", Setting),
     ("through_proxy", Setting),
+    ("ca_file", Setting),
 ];
 
 fn dns(cx: &mut Cx<'_>, body: &Body) -> Dns {
     let f = cx.fields(body, DNS);
-    let what = "IP addresses or socket addresses";
+    let what = "IP addresses, socket addresses or URLs";
     Dns {
         servers: take_list(cx, &f, "servers", what, |cx, v| cx.server_addr(v)),
         pre_proxy: take_list(cx, &f, "pre_proxy", what, |cx, v| cx.server_addr(v)),
         through_proxy: take_list(cx, &f, "through_proxy", what, |cx, v| cx.server_addr(v)),
+        ca_file: take(cx, &f, "ca_file", |cx, v| cx.string(v)),
     }
 }
 

@@ -783,11 +783,36 @@ fn a_drain_policy_of_the_wrong_kind() {
 }
 
 #[test]
+fn dns_servers_are_written_as_urls_and_the_dns_inbound_has_no_settings() {
+    let c = ok("inbound local-dns dns { listen = 127.0.0.1:5353 }\n\
+                dns { servers = [tls://1.1.1.1:853, https://dns.example/dns-query, \"https://q.example\", 8.8.8.8]  ca_file = \"ca.pem\" }");
+    let dns = c.dns.unwrap().into_inner();
+    let servers: Vec<_> = dns
+        .servers
+        .unwrap()
+        .iter()
+        .map(|s| s.get_ref().clone())
+        .collect();
+    assert_eq!(
+        servers,
+        [
+            "tls://1.1.1.1:853",
+            "https://dns.example/dns-query",
+            "https://q.example",
+            "8.8.8.8"
+        ]
+    );
+    assert_eq!(dns.ca_file.unwrap().get_ref(), "ca.pem");
+    let inbound = c.inbounds[0].get_ref();
+    assert_eq!(inbound.protocol.get_ref(), "dns");
+}
+
+#[test]
 fn a_list_where_one_value_is_expected_and_the_reverse() {
     let d = errors("dns { servers = 1.1.1.1 }\noutbound a trojan { password = [\"x\"] }");
     assert_eq!(
         d[0].message,
-        "invalid type: IP address `1.1.1.1`, expected a list of IP addresses or socket addresses"
+        "invalid type: IP address `1.1.1.1`, expected a list of IP addresses, socket addresses or URLs"
     );
     assert_eq!(
         d[1].message,

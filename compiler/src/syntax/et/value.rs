@@ -36,6 +36,8 @@ pub(super) enum Kind {
         port: Spanned<Option<u16>>,
     },
     Ip,
+    /// `scheme://...`: a DNS server's URL.
+    Url,
     PortRange(Option<PortRange>),
     Name(String),
     Secret(SecretValue),
@@ -62,6 +64,7 @@ impl Cx<'_> {
             Rule::duration => Kind::Duration(duration(pair)),
             Rule::cidr => Kind::Cidr,
             Rule::ip => Kind::Ip,
+            Rule::url => Kind::Url,
             Rule::port_range => {
                 let mut ends = pair.into_inner().map(|d| d.as_str().parse::<u16>().ok());
                 let start = ends.next().flatten();
@@ -353,13 +356,15 @@ impl Cx<'_> {
         }
     }
 
-    /// A DNS server: an IP address, or one with a port.
+    /// A DNS server: an IP address, or one with a port, or a `tls://` or
+    /// `https://` URL (bare or quoted; the lowering checks its shape).
     pub(super) fn server_addr(&mut self, v: &Value) -> Option<Spanned<String>> {
-        match v.kind {
-            Kind::Ip => Some(Spanned::new(v.span.clone(), self.text(v).to_owned())),
+        match &v.kind {
+            Kind::Ip | Kind::Url => Some(Spanned::new(v.span.clone(), self.text(v).to_owned())),
+            Kind::Str(s) if s.contains("://") => Some(Spanned::new(v.span.clone(), s.clone())),
             Kind::SocketAddr { .. } => self.socket_addr_text(v),
             _ => {
-                self.wrong_type(v, "an IP address or a socket address", |cx, v| {
+                self.wrong_type(v, "an IP address, a socket address or a URL", |cx, v| {
                     cx.quiet(|cx| cx.server_addr(v))
                 });
                 None
@@ -488,6 +493,7 @@ fn kind_name(kind: &Kind) -> &'static str {
         Kind::Cidr => "CIDR",
         Kind::SocketAddr { .. } => "socket address",
         Kind::Ip => "IP address",
+        Kind::Url => "URL",
         Kind::PortRange(_) => "port range",
         Kind::Name(_) => "name",
         Kind::Secret(_) => "secret reference",

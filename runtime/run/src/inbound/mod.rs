@@ -4,6 +4,7 @@
 
 mod admission;
 mod datagrams;
+mod dns;
 mod handshake;
 mod http;
 mod proxy;
@@ -69,6 +70,8 @@ enum Serve {
         users: Arc<ss2022::server::Users>,
         salts: Arc<ss2022::server::SaltFilter>,
     },
+    /// The DNS service for the host, on UDP and TCP.
+    Dns,
 }
 
 impl Serve {
@@ -142,6 +145,7 @@ impl Serve {
                 };
                 (serve, &TCP, None)
             }
+            InboundProtocol::Dns => (Serve::Dns, &TCP, None),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -292,6 +296,7 @@ impl Inbound {
             spec.protocol,
             InboundProtocol::Shadowsocks { udp: true, .. }
                 | InboundProtocol::Ss2022 { udp: true, .. }
+                | InboundProtocol::Dns
         );
         let udp = match (serves_udp, udp_handoff) {
             (false, _) => None,
@@ -361,8 +366,11 @@ impl Inbound {
                     .and_then(|udp| tokio::net::UdpSocket::from_std(udp.into()));
                 match socket {
                     Ok(socket) => {
-                        let task = ss_udp::serve(self.shared.clone(), socket);
-                        self.udp_task = Some(tokio::spawn(task));
+                        let shared = self.shared.clone();
+                        self.udp_task = Some(match **self.shared.serve.load() {
+                            Serve::Dns => tokio::spawn(dns::serve_udp(shared, socket)),
+                            _ => tokio::spawn(ss_udp::serve(shared, socket)),
+                        });
                     }
                     Err(e) => tracing::warn!("inbound {}: udp not served: {e}", self.shared.tag),
                 }
@@ -533,6 +541,11 @@ async fn serve_stream(
     match &*serve {
         Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
+        // No handshake to bound: the permit goes back at once.
+        Serve::Dns => {
+            drop(handshake);
+            dns::serve_tcp(shared, client).await
+        }
         Serve::Trojan { users, fallback } => {
             proxy::trojan(shared, client, peer, handshake, users.clone(), *fallback).await
         }

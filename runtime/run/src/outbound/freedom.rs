@@ -44,7 +44,7 @@ impl Freedom {
         };
         let found = match resolved {
             Some(addresses) => addresses.to_vec(),
-            None => self.resolver.lookup(host).await?,
+            None => self.resolver.lookup_family(host, self.family).await?,
         };
         if found.is_empty() {
             return Err(io::Error::new(
@@ -203,19 +203,18 @@ impl DatagramLink for ResolvingUdp {
 mod tests {
     use std::sync::Arc;
 
-    use etemenanki_ir::spec::{DnsSpec, Limits, SocketPolicy};
+    use etemenanki_ir::spec::{Limits, SocketPolicy};
     use tokio::net::TcpListener;
 
     use super::*;
     use crate::dial::Dialer;
-    use crate::resolve::Dns;
 
     #[tokio::test]
     async fn a_name_routing_resolved_is_dialed_at_those_addresses_without_a_second_lookup() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         // A resolver with no server: any lookup it made would fail.
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let limits = Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default()));
         let freedom = Freedom::new(
             Dialer::new(SocketPolicy::default(), limits),

@@ -56,6 +56,8 @@ pub enum OutboundDatagram {
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
+    /// Answered by the internal DNS service.
+    Dns(Box<crate::dns::DnsUdpLink>),
 }
 
 /// A datagram's source as a link compares it with its server's address:
@@ -85,6 +87,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Vmess(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Wireguard(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
+            OutboundDatagram::Dns(udp) => udp.poll_send_to(cx, payload, to),
         }
     }
 
@@ -103,6 +106,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Vmess(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Wireguard(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
+            OutboundDatagram::Dns(udp) => udp.poll_recv_from(cx, buf),
         }
     }
 }

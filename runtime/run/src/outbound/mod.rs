@@ -70,6 +70,9 @@ enum Kind {
     /// Boxed: a connector with its resolvers and tunnel slot.
     Wireguard(Box<Wireguard>),
     Blackhole,
+    /// The internal DNS service, the route target `dns`: built with the DNS
+    /// spec, never from an outbound spec.
+    Dns(crate::dns::Service),
 }
 
 impl Outbound {
@@ -168,6 +171,21 @@ impl Outbound {
         }
     }
 
+    /// The internal DNS service as a route target: its id has the empty
+    /// tag, which no spec tag may have, and the DNS spec's version.
+    pub fn dns_service(version: u32, service: crate::dns::Service) -> Outbound {
+        Outbound {
+            id: OutboundId::new("", version),
+            drain: Drain::default(),
+            kind: Kind::Dns(service),
+            probe: None,
+        }
+    }
+
+    pub fn is_dns_service(&self) -> bool {
+        matches!(self.kind, Kind::Dns(_))
+    }
+
     /// Where a balancer's TCP health probe connects.
     pub fn probe_target(&self) -> Option<&HostPort> {
         self.probe.as_ref()
@@ -195,6 +213,9 @@ impl Outbound {
             Kind::Vmess(vmess) => vmess.connect(destination).await,
             Kind::Wireguard(wg) => wg.connect(destination, resolved).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
+            Kind::Dns(service) => Ok(OutboundStream::Dns(Box::new(
+                crate::dns::DnsTcpStream::new(service.clone()),
+            ))),
         }
     }
 
@@ -251,6 +272,9 @@ impl Outbound {
                 .await
                 .map(|udp| OutboundDatagram::Wireguard(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
+            Kind::Dns(service) => Ok(OutboundDatagram::Dns(Box::new(
+                crate::dns::DnsUdpLink::new(service.clone()),
+            ))),
         }
     }
 }

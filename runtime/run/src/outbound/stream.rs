@@ -37,6 +37,8 @@ pub enum OutboundStream {
     Wireguard(WgStream),
     /// Reads EOF at once and swallows every write.
     Blackhole,
+    /// A TCP flow answered by the internal DNS service.
+    Dns(Box<crate::dns::DnsTcpStream>),
 }
 
 impl OutboundStream {
@@ -60,7 +62,8 @@ impl OutboundStream {
             | OutboundStream::Ss2022(_)
             | OutboundStream::Vmess(_)
             | OutboundStream::Wireguard(_)
-            | OutboundStream::Blackhole => None,
+            | OutboundStream::Blackhole
+            | OutboundStream::Dns(_) => None,
         }
     }
 
@@ -73,7 +76,9 @@ impl OutboundStream {
             OutboundStream::Ss2022(framed) => framed.get_ref().local_addr(),
             OutboundStream::Vless(vless) => vless.get_ref().local_addr(),
             OutboundStream::Vmess(framed) => framed.get_ref().local_addr(),
-            OutboundStream::Wireguard(_) | OutboundStream::Blackhole => return None,
+            OutboundStream::Wireguard(_)
+            | OutboundStream::Blackhole
+            | OutboundStream::Dns(_) => return None,
         };
         addr.ok()
     }
@@ -94,6 +99,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -113,6 +119,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -126,6 +133,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
         }
     }
 
@@ -139,6 +147,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
+            OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -60,8 +60,7 @@ mod tests {
 
     use arc_swap::ArcSwap;
     use etemenanki_ir::spec::{
-        AddressFamily, DnsSpec, Host, HostPort, Limits, SocketPolicy, StreamShape, TransportSpec,
-        Upstream,
+        AddressFamily, Host, HostPort, Limits, SocketPolicy, StreamShape, TransportSpec, Upstream,
     };
     use tokio::io::ReadBuf;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -70,7 +69,6 @@ mod tests {
     use super::*;
     use crate::dial::Dialer;
     use crate::outbound::DatagramLink;
-    use crate::resolve::Dns;
 
     /// `hex(SHA224("abc"))`, the FIPS 180-4 vector, and CRLF.
     const HASH_ABC: &[u8] = b"23097d223405d8228642a477bda255b32aadbce4bda0b3f7e36c9da7\r\n";
@@ -78,7 +76,7 @@ mod tests {
     /// A trojan outbound of `127.0.0.1:<port>` over plain TCP, password
     /// `abc`.
     fn trojan(port: u16) -> Trojan {
-        let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
+        let dns = crate::dns::no_servers();
         let dialer = Dialer::new(
             SocketPolicy::default(),
             Arc::new(ArcSwap::from_pointee(Limits::default())),

@@ -87,11 +87,13 @@ async fn echo(mut stream: Stream) {
 }
 
 fn connector(port: u16, shape: StreamShape, tls: Option<TlsSpec>) -> Connector {
-    let dns = Dns::build(&DnsSpec::Single { servers: vec![] }).unwrap();
     let dialer = Dialer::new(
         SocketPolicy::default(),
         Arc::new(ArcSwap::from_pointee(Limits::default())),
     );
+    let direct: Arc<dyn crate::resolve::Carrier> =
+        Arc::new(crate::resolve::Direct::new(dialer.clone()));
+    let dns = Dns::build(&DnsSpec::Single { servers: vec![] }, direct.clone(), direct).unwrap();
     let upstream = Upstream {
         server: HostPort {
             host: Host::Ip("127.0.0.1".parse().unwrap()),
