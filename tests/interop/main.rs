@@ -6,6 +6,7 @@
 mod curl;
 mod dante;
 mod grpc;
+mod hysteria2;
 mod microsocks;
 mod shadowsocks;
 mod ss2022;

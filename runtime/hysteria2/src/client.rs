@@ -155,12 +155,6 @@ impl Connection {
         self.quic.close_reason().is_none()
     }
 
-    /// A unique id of the QUIC connection, for tests that tell connections
-    /// apart.
-    pub fn stable_id(&self) -> usize {
-        self.quic.stable_id()
-    }
-
     /// Opens a proxy stream to `address` (`host:port`) and waits for the
     /// server's answer.
     pub async fn open_tcp(self: &Arc<Self>, address: &str) -> io::Result<TcpStream> {

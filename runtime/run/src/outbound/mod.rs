@@ -5,6 +5,7 @@
 mod freedom;
 mod handshake;
 mod http;
+mod hysteria2;
 mod link;
 mod shadowsocks;
 mod shadowsocks_udp;
@@ -34,6 +35,7 @@ use crate::id::OutboundId;
 use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
+use hysteria2::Hysteria2;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use shadowsocks::Shadowsocks;
 use socks::Socks;
@@ -62,6 +64,8 @@ enum Kind {
     Vless(Vless),
     /// Boxed: the auth id's AES key schedule is large.
     Vmess(Box<Vmess>),
+    /// Boxed: it holds a resolver, a dialer and its connection slot.
+    Hysteria2(Box<Hysteria2>),
     Blackhole,
 }
 
@@ -130,6 +134,11 @@ impl Outbound {
                 let connector = Connector::build(upstream, dialer.clone(), dns.servers.clone())?;
                 Kind::Vmess(Box::new(Vmess::new(connector, id.expose(), *security)?))
             }
+            OutboundProtocol::Hysteria2(hy2) => Kind::Hysteria2(Box::new(Hysteria2::new(
+                hy2,
+                dialer.clone(),
+                dns.servers.clone(),
+            ))),
             other => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
@@ -183,6 +192,7 @@ impl Outbound {
             Kind::Ss2022(ss) => ss.connect(destination).await,
             Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Vmess(vmess) => vmess.connect(destination).await,
+            Kind::Hysteria2(hy2) => hy2.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
         }
     }
@@ -235,6 +245,10 @@ impl Outbound {
                 .associate(toward)
                 .await
                 .map(|udp| OutboundDatagram::Vless(Box::new(udp))),
+            Kind::Hysteria2(hy2) => hy2
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Hy2(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
         }
     }

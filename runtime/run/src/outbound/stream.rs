@@ -11,6 +11,7 @@ use super::vless_stream::VlessStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::hysteria2::Hy2Stream;
 use super::shadowsocks::SsFramed;
 use super::ss2022::Ss2022Framed;
 use super::vmess::VmessFramed;
@@ -32,6 +33,8 @@ pub enum OutboundStream {
     /// A VMess tunnel: its body framed by the VMess codec. Boxed: two
     /// key schedules and the masks' states.
     Vmess(Box<VmessFramed>),
+    /// A Hysteria 2 proxy stream over the outbound's QUIC connection.
+    Hy2(Hy2Stream),
     /// Reads EOF at once and swallows every write.
     Blackhole,
 }
@@ -56,6 +59,7 @@ impl OutboundStream {
             | OutboundStream::Shadowsocks(_)
             | OutboundStream::Ss2022(_)
             | OutboundStream::Vmess(_)
+            | OutboundStream::Hy2(_)
             | OutboundStream::Blackhole => None,
         }
     }
@@ -69,7 +73,7 @@ impl OutboundStream {
             OutboundStream::Ss2022(framed) => framed.get_ref().local_addr(),
             OutboundStream::Vless(vless) => vless.get_ref().local_addr(),
             OutboundStream::Vmess(framed) => framed.get_ref().local_addr(),
-            OutboundStream::Blackhole => return None,
+            OutboundStream::Hy2(_) | OutboundStream::Blackhole => return None,
         };
         addr.ok()
     }
@@ -88,6 +92,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -106,6 +111,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
         }
     }
@@ -118,6 +124,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
@@ -130,6 +137,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Ss2022(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Vless(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
         }
     }
