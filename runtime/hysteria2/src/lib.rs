@@ -4,13 +4,14 @@
 //!
 //! The wire format ([`tcp`], [`udp`], [`auth`]), Salamander's transform,
 //! Brutal's window and the reconnect schedule ([`backoff`]) are sans-IO and
-//! tested without sockets; [`client`] runs them over quinn.
+//! tested without sockets; [`client`] and [`server`] run them over quinn.
 
 pub mod auth;
 pub mod backoff;
 pub mod client;
 pub mod congestion;
 pub mod salamander;
+pub mod server;
 pub mod tcp;
 pub mod tls;
 mod transport;
