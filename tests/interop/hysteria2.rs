@@ -5,7 +5,8 @@
 //! slot backs off; 1 MiB each way still arrives through a relay of the
 //! test's own that drops a seeded 5% of datagrams each way; and an
 //! unchanged outbound keeps its QUIC connection across an apply while a
-//! changed one dials its own.
+//! changed one dials its own. Then sing-box as the client of our hysteria2
+//! inbound: the same TCP cases, a wrong password, and the loss.
 
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
@@ -412,4 +413,131 @@ fn an_unchanged_hysteria2_outbound_keeps_its_quic_connection_across_apply() {
         "a changed outbound dials its own connection: {ports:?}"
     );
     assert_eq!(crate::support::client::exchange(&mut open, b"old"), b"old");
+}
+
+/// Our runtime serving Hysteria 2 on a UDP port of 127.0.0.1 with the test
+/// CA's server certificate, Salamander when `obfs`, then freedom. Returns
+/// the process and the address the inbound bound (logged once it serves).
+fn our_server(dir: &Path, pki: &Pki, obfs: bool) -> (Process, SocketAddr) {
+    let obfs = if obfs {
+        format!("obfs = {{ type = \"salamander\", password = \"{OBFS}\" }}\n")
+    } else {
+        String::new()
+    };
+    let config = format!(
+        "[[inbound]]\ntag = \"hy2-in\"\nprotocol = \"hysteria2\"\nlisten = \"127.0.0.1\"\nport = {}\n\
+         [inbound.stream.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n\
+         [inbound.settings]\npassword = \"{PASSWORD}\"\n{obfs}\n\
+         [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n",
+        free_port(),
+        pki.server.cert.display(),
+        pki.server.key.display()
+    );
+    let runtime = crate::support::etemenanki::start_ours(dir, "etemenanki.toml", &config, &[]);
+    let addr = runtime.listening("hy2-in");
+    (runtime, addr)
+}
+
+/// sing-box as the client: a SOCKS inbound on `socks`, a hysteria2
+/// outbound to `server` trusting the test CA, with `password`.
+fn sing_box_client(
+    sing_box: &Path,
+    dir: &Path,
+    socks: SocketAddr,
+    server: SocketAddr,
+    pki: &Pki,
+    password: &str,
+    obfs: bool,
+) -> Process {
+    let obfs = if obfs {
+        format!(r#""obfs": {{ "type": "salamander", "password": "{OBFS}" }},"#)
+    } else {
+        String::new()
+    };
+    let config = format!(
+        r#"{{ "log": {{ "level": "info" }},
+  "inbounds": [{{ "type": "socks", "tag": "socks-in", "listen": "127.0.0.1", "listen_port": {} }}],
+  "outbounds": [{{ "type": "hysteria2", "tag": "out", "server": "127.0.0.1", "server_port": {}, {obfs}
+    "password": "{password}",
+    "tls": {{ "enabled": true, "server_name": "{SERVER_NAME}", "alpn": ["h3"], "certificate_path": "{}" }} }}] }}
+"#,
+        socks.port(),
+        server.port(),
+        pki.ca.display()
+    );
+    let path = dir.join("sing-box-client.json");
+    std::fs::write(&path, config).expect("writing sing-box-client.json");
+    let mut command = Command::new(sing_box);
+    command.args(["run", "--disable-color", "-c"]).arg(&path);
+    Process::spawn_listening("sing-box-client", command, dir, socks)
+}
+
+fn sing_box_to_ours(test: &str, obfs: bool) {
+    let Some((sing_box, openssl)) = peers(test) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let (runtime, server) = our_server(&dir, &pki, obfs);
+    let socks = free_addr();
+    let _client = sing_box_client(&sing_box, &dir, socks, server, &pki, PASSWORD, obfs);
+    mebibyte_through(socks);
+    runtime.wait_for_log("via direct@v1");
+}
+
+#[test]
+fn sing_box_moves_a_mebibyte_each_way_through_our_hysteria2_inbound() {
+    sing_box_to_ours(
+        "sing_box_moves_a_mebibyte_each_way_through_our_hysteria2_inbound",
+        false,
+    );
+}
+
+#[test]
+fn sing_box_with_salamander_moves_a_mebibyte_each_way_through_our_hysteria2_inbound() {
+    sing_box_to_ours(
+        "sing_box_with_salamander_moves_a_mebibyte_each_way_through_our_hysteria2_inbound",
+        true,
+    );
+}
+
+#[test]
+fn our_hysteria2_inbound_refuses_a_wrong_password_and_serves_the_right_one() {
+    let test = "our_hysteria2_inbound_refuses_a_wrong_password_and_serves_the_right_one";
+    let Some((sing_box, openssl)) = peers(test) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let (runtime, server) = our_server(&dir, &pki, false);
+    let wrong = free_addr();
+    let wrong_client = sing_box_client(&sing_box, &dir, wrong, server, &pki, "wrong", false);
+    fails_cleanly(socks5_connect(wrong, tcp_echo(), None), "a wrong password");
+    wrong_client.wait_for_log("404");
+    drop(wrong_client);
+    let socks = free_addr();
+    let _client = sing_box_client(&sing_box, &dir, socks, server, &pki, PASSWORD, false);
+    check_echo(
+        socks5_connect(socks, tcp_echo(), None).unwrap(),
+        b"still serving",
+    );
+    assert!(!runtime.log().contains("panicked"));
+}
+
+#[test]
+fn sing_box_moves_a_mebibyte_each_way_through_five_percent_loss_to_our_inbound() {
+    let test = "sing_box_moves_a_mebibyte_each_way_through_five_percent_loss_to_our_inbound";
+    let Some((sing_box, openssl)) = peers(test) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let (_runtime, server) = our_server(&dir, &pki, false);
+    let relay = LossyRelay::start(server, 5);
+    let socks = free_addr();
+    let _client = sing_box_client(&sing_box, &dir, socks, relay.addr, &pki, PASSWORD, false);
+    check_echo(
+        socks5_connect(socks, tcp_echo(), None).unwrap(),
+        &pattern(MIB),
+    );
 }

@@ -29,25 +29,67 @@ pub struct ServerConfig {
     pub down_bps: u64,
 }
 
-/// A QUIC endpoint serving Hysteria 2 on `socket`.
-pub fn endpoint(
-    socket: std::net::UdpSocket,
-    tls: rustls::ServerConfig,
-    obfs: Option<Salamander>,
-    rate: &Arc<AtomicU64>,
-) -> io::Result<Endpoint> {
-    let runtime = Arc::new(TokioRuntime);
-    let mut socket: Arc<dyn AsyncUdpSocket> = runtime.wrap_udp_socket(socket)?;
-    if let Some(salamander) = obfs {
-        socket = Arc::new(SalamanderSocket::new(socket, salamander));
+/// A QUIC endpoint serving Hysteria 2 on one UDP socket. Each connection
+/// is accepted with a transport of its own, so each has its own
+/// congestion rate.
+pub struct Server {
+    endpoint: Endpoint,
+    crypto: Arc<QuicServerConfig>,
+}
+
+impl Server {
+    /// Serves on `socket` with `tls`, Salamander when `obfs` is set.
+    pub fn bind(
+        socket: std::net::UdpSocket,
+        tls: rustls::ServerConfig,
+        obfs: Option<Salamander>,
+    ) -> io::Result<Server> {
+        let runtime = Arc::new(TokioRuntime);
+        let mut socket: Arc<dyn AsyncUdpSocket> = runtime.wrap_udp_socket(socket)?;
+        if let Some(salamander) = obfs {
+            socket = Arc::new(SalamanderSocket::new(socket, salamander));
+        }
+        let crypto = Arc::new(
+            QuicServerConfig::try_from(tls)
+                .map_err(|e| io::Error::other(format!("hysteria2: {e}")))?,
+        );
+        let endpoint = Endpoint::new_with_abstract_socket(
+            EndpointConfig::default(),
+            Some(quinn::ServerConfig::with_crypto(crypto.clone())),
+            socket,
+            runtime,
+        )?;
+        Ok(Server { endpoint, crypto })
     }
-    let crypto =
-        QuicServerConfig::try_from(tls).map_err(|e| io::Error::other(format!("hysteria2: {e}")))?;
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = transport::config(CongestionFactory { rate: rate.clone() });
-    transport.max_concurrent_bidi_streams(1024u32.into());
-    config.transport_config(Arc::new(transport));
-    Endpoint::new_with_abstract_socket(EndpointConfig::default(), Some(config), socket, runtime)
+
+    /// The next connection attempt; `None` once the endpoint is closed.
+    pub async fn accept(&self) -> Option<quinn::Incoming> {
+        self.endpoint.accept().await
+    }
+
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    /// Completes the QUIC handshake of `incoming` and authenticates it.
+    pub async fn handshake(
+        &self,
+        incoming: quinn::Incoming,
+        config: &ServerConfig,
+    ) -> io::Result<Session> {
+        let rate = Arc::new(AtomicU64::new(0));
+        let mut server = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        let mut transport = transport::config(CongestionFactory { rate: rate.clone() });
+        transport.max_concurrent_bidi_streams(1024u32.into());
+        server.transport_config(Arc::new(transport));
+        let quic = incoming
+            .accept_with(Arc::new(server))
+            .map_err(|e| {
+                io::Error::new(io::ErrorKind::ConnectionAborted, format!("hysteria2: {e}"))
+            })?
+            .await?;
+        authenticate(quic, config, &rate).await
+    }
 }
 
 /// An authenticated connection.
@@ -65,7 +107,7 @@ fn h3_error(e: &dyn std::fmt::Display) -> io::Error {
 /// request is answered 404, as a web server without that page answers.
 /// `rate` is the connection's congestion rate, set from the client's
 /// announced receive rate.
-pub async fn authenticate(
+async fn authenticate(
     quic: quinn::Connection,
     config: &ServerConfig,
     rate: &AtomicU64,
@@ -118,25 +160,38 @@ pub async fn authenticate(
 }
 
 impl Session {
-    /// The next proxy stream and the address it asks for; `None` once the
+    /// The next proxy stream, its request not read yet; `None` once the
     /// connection has ended.
-    pub async fn accept(&self) -> Option<io::Result<(String, ServerStream)>> {
-        let (send, mut recv) = self.quic.accept_bi().await.ok()?;
-        Some(read_request(&mut recv).await.map(|(address, ahead)| {
-            (
-                address,
-                ServerStream {
-                    send,
-                    recv,
-                    ahead,
-                    at: 0,
-                },
-            )
-        }))
+    pub async fn accept(&self) -> Option<Pending> {
+        let (send, recv) = self.quic.accept_bi().await.ok()?;
+        Some(Pending { send, recv })
     }
 
+    /// The datagrams of this connection, for a UDP relay.
     pub fn connection(&self) -> &quinn::Connection {
         &self.quic
+    }
+}
+
+/// A proxy stream whose TCPRequest is still to be read.
+pub struct Pending {
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+}
+
+impl Pending {
+    /// Reads the TCPRequest: the address asked for, and the stream.
+    pub async fn request(mut self) -> io::Result<(String, ServerStream)> {
+        let (address, ahead) = read_request(&mut self.recv).await?;
+        Ok((
+            address,
+            ServerStream {
+                send: self.send,
+                recv: self.recv,
+                ahead,
+                at: 0,
+            },
+        ))
     }
 }
 
@@ -253,8 +308,7 @@ mod tests {
     fn serve(obfs: Option<Salamander>) -> std::net::SocketAddr {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = socket.local_addr().unwrap();
-        let rate = Arc::new(AtomicU64::new(0));
-        let endpoint = endpoint(socket, tls_server(), obfs, &rate).unwrap();
+        let server = Arc::new(Server::bind(socket, tls_server(), obfs).unwrap());
         let config = ServerConfig {
             passwords: vec![PASSWORD.into()],
             udp: true,
@@ -262,15 +316,17 @@ mod tests {
             down_bps: 0,
         };
         tokio::spawn(async move {
-            while let Some(incoming) = endpoint.accept().await {
-                let (config, rate) = (config.clone(), rate.clone());
+            while let Some(incoming) = server.accept().await {
+                let (config, server) = (config.clone(), server.clone());
                 tokio::spawn(async move {
-                    let Ok(quic) = incoming.await else { return };
-                    let Ok(session) = authenticate(quic, &config, &rate).await else {
+                    let Ok(session) = server.handshake(incoming, &config).await else {
                         return;
                     };
-                    while let Some(Ok((address, mut stream))) = session.accept().await {
+                    while let Some(pending) = session.accept().await {
                         tokio::spawn(async move {
+                            let Ok((address, mut stream)) = pending.request().await else {
+                                return;
+                            };
                             if address.ends_with(":9") {
                                 let _ = stream.respond(false, "closed port").await;
                                 return;

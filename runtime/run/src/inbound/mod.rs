@@ -5,6 +5,7 @@
 mod admission;
 mod handshake;
 mod http;
+mod hysteria2;
 mod sniff;
 mod socks;
 mod udp;
@@ -34,8 +35,12 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// The protocol core an inbound serves each connection with.
 #[derive(Clone, Copy)]
 enum Serve {
-    Socks { udp: bool },
+    Socks {
+        udp: bool,
+    },
     Http,
+    /// QUIC on a UDP socket: served by hysteria2.rs, never by the TCP loop.
+    Hysteria2,
 }
 
 /// What every connection of one inbound shares.
@@ -63,6 +68,8 @@ pub struct Inbound {
     listener: Option<TcpListener>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
+    /// A hysteria2 inbound's QUIC server, in place of the TCP listener.
+    quic: Option<hysteria2::Listener>,
     /// Connections end when this sender is dropped.
     stop: watch::Sender<()>,
 }
@@ -78,6 +85,9 @@ impl Inbound {
         plane: Arc<ArcSwap<Plane>>,
         handoff: Option<Socket>,
     ) -> io::Result<Inbound> {
+        if let InboundProtocol::Hysteria2 { .. } = spec.protocol {
+            return hysteria2::bind(spec, limits, plane, handoff);
+        }
         let (serve, accounts, tls) = match &spec.protocol {
             InboundProtocol::Socks { accounts, udp, tls } => {
                 (Serve::Socks { udp: *udp }, accounts, tls)
@@ -117,6 +127,7 @@ impl Inbound {
             socket,
             listen: spec.listen,
             listener: Some(listener),
+            quic: None,
             shared,
             accept: None,
             stop: watch::channel(()).0,
@@ -149,6 +160,11 @@ impl Inbound {
             let shared = self.shared.clone();
             let stop = self.stop.subscribe();
             self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
+        }
+        if let Some(quic) = self.quic.take() {
+            let shared = self.shared.clone();
+            let stop = self.stop.subscribe();
+            self.accept = Some(tokio::spawn(hysteria2::serve(quic, shared, stop)));
         }
     }
 }
@@ -228,6 +244,10 @@ async fn serve(
     match shared.serve {
         Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
+        Serve::Hysteria2 => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "hysteria2 accepts no tcp connection",
+        )),
     }
 }
 
