@@ -541,3 +541,17 @@ fn sing_box_moves_a_mebibyte_each_way_through_five_percent_loss_to_our_inbound()
         &pattern(MIB),
     );
 }
+
+#[test]
+fn sing_box_relays_udp_through_our_hysteria2_inbound() {
+    let test = "sing_box_relays_udp_through_our_hysteria2_inbound";
+    let Some((sing_box, openssl)) = peers(test) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let (_runtime, server) = our_server(&dir, &pki, false);
+    let socks = free_addr();
+    let _client = sing_box_client(&sing_box, &dir, socks, server, &pki, PASSWORD, false);
+    udp_round_trips(socks);
+}

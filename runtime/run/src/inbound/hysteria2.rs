@@ -2,25 +2,35 @@
 //! one UDP socket instead of the TCP accept loop. Each QUIC connection
 //! takes one admission permit (a full inbound refuses the handshake), is
 //! authenticated once, and each proxy stream it opens runs in a task of its
-//! own, routed and relayed like any flow. UDP is not relayed yet: the
-//! authentication answer says so, and clients send none.
+//! own, routed and relayed like any flow. Its UDP sessions share one
+//! runtime per connection: every datagram is routed on its own through a
+//! fan-out per session, as a SOCKS association's are.
 
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use bytes::{Bytes, BytesMut};
 use etemenanki_hysteria2::server::{Pending, Server, ServerConfig, ServerStream};
+use etemenanki_hysteria2::udp::{self, Defragger, Message};
 use etemenanki_hysteria2::{tls, Salamander};
 use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, Obfs};
 use etemenanki_proto::Address;
 use etemenanki_transport::Acceptor;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::admission::Admission;
 use super::{Inbound, Serve, Shared};
 use crate::connect::{open_stream, Flow};
+use crate::fanout::FanOut;
 use crate::plane::Plane;
 use crate::relay::{relay, Ended, Relayed};
 
@@ -75,7 +85,7 @@ pub(super) fn bind(
     let server = Server::bind(std::net::UdpSocket::from(socket.try_clone()?), tls, obfs)?;
     let config = ServerConfig {
         passwords: vec![password.expose().clone()],
-        udp: false,
+        udp: true,
         up_bps: 0,
         down_bps: 0,
     };
@@ -142,6 +152,12 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
                     return;
                 }
             };
+            let udp = tokio::spawn(relay_udp(
+                shared.clone(),
+                connection.connection().clone(),
+                peer,
+            ));
+            let _udp = AbortOnDrop(udp);
             loop {
                 let pending = tokio::select! {
                     biased;
@@ -208,5 +224,129 @@ async fn proxy(shared: &Shared, pending: Pending, peer: SocketAddr) -> io::Resul
 impl Relayed for ServerStream {
     fn plain_tcp(&mut self) -> Option<&mut tokio::net::TcpStream> {
         None
+    }
+}
+
+/// UDP sessions one connection keeps at most; past them the one idle the
+/// longest goes.
+const MAX_SESSIONS: usize = 64;
+/// The largest UDP payload.
+const MAX_DATAGRAM: usize = 65_535;
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One UDP session of a connection: its packets routed by a fan-out of
+/// its own, its fragments reassembled.
+struct Session {
+    fanout: FanOut,
+    defragger: Defragger,
+    packet_id: u16,
+    used: Instant,
+}
+
+enum Event {
+    Datagram(Result<Bytes, quinn::ConnectionError>),
+    Reply(u32, Address, usize),
+}
+
+/// The UDP runtime of one authenticated connection: datagrams from the
+/// client to their sessions' fan-outs, replies back with the session id,
+/// in fragments when they exceed a datagram. It ends with the connection,
+/// and is aborted when the connection's task ends.
+async fn relay_udp(shared: Arc<Shared>, quic: quinn::Connection, peer: SocketAddr) {
+    let mut sessions: HashMap<u32, Session> = HashMap::new();
+    let mut reply = vec![0u8; MAX_DATAGRAM].into_boxed_slice();
+    let mut out = BytesMut::with_capacity(1500);
+    let mut authority = String::new();
+    let mut read = Box::pin(quic.read_datagram());
+    loop {
+        let event = poll_fn(|cx| {
+            if let Poll::Ready(datagram) = read.as_mut().poll(cx) {
+                return Poll::Ready(Event::Datagram(datagram));
+            }
+            for (id, session) in sessions.iter_mut() {
+                if let Poll::Ready((from, n)) = session.fanout.poll_recv_from(cx, &mut reply) {
+                    return Poll::Ready(Event::Reply(*id, from, n));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match event {
+            Event::Datagram(Err(_)) => return,
+            Event::Datagram(Ok(datagram)) => {
+                read = Box::pin(quic.read_datagram());
+                let Some(message) = udp::parse(&datagram) else {
+                    continue;
+                };
+                if !sessions.contains_key(&message.session_id) && sessions.len() >= MAX_SESSIONS {
+                    let oldest = sessions
+                        .iter()
+                        .min_by_key(|(_, s)| s.used)
+                        .map(|(id, _)| *id);
+                    if let Some(oldest) = oldest {
+                        sessions.remove(&oldest);
+                    }
+                }
+                let limits = shared.limits.load();
+                let session = sessions
+                    .entry(message.session_id)
+                    .or_insert_with(|| Session {
+                        fanout: FanOut::new(
+                            shared.plane.clone(),
+                            shared.tag.clone(),
+                            Some(peer.ip()),
+                            limits.udp_max_sublinks as usize,
+                        ),
+                        defragger: Defragger::default(),
+                        packet_id: 0,
+                        used: Instant::now(),
+                    });
+                session.used = Instant::now();
+                let Some((to, payload)) = session.defragger.push(&message) else {
+                    continue;
+                };
+                let Some(to) = Address::parse_host_port(to) else {
+                    continue;
+                };
+                poll_fn(|cx| session.fanout.poll_send_to(cx, payload, &to)).await;
+            }
+            Event::Reply(id, from, n) => {
+                let (Some(session), Some(max)) = (sessions.get_mut(&id), quic.max_datagram_size())
+                else {
+                    continue;
+                };
+                authority.clear();
+                let _ = write!(authority, "{from}");
+                let payload = &reply[..n];
+                let Some((chunk, count)) = udp::fragments(authority.len(), n, max) else {
+                    continue;
+                };
+                session.packet_id = session.packet_id.wrapping_add(1);
+                for i in 0..usize::from(count) {
+                    let part = &payload[(i * chunk).min(n)..((i + 1) * chunk).min(n)];
+                    udp::encode(
+                        &Message {
+                            session_id: id,
+                            packet_id: if count == 1 { 0 } else { session.packet_id },
+                            frag_id: i as u8,
+                            frag_count: count,
+                            address: &authority,
+                            payload: part,
+                        },
+                        &mut out,
+                    );
+                    if quic.send_datagram(out.split().freeze()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
     }
 }
