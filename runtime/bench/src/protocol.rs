@@ -1,6 +1,6 @@
 //! The protocol chains: the client speaks plain SOCKS5 to a proxy client
 //! (ours or the peer's own), which speaks shadowsocks, shadowsocks 2022 or
-//! trojan to the real server of that protocol, which connects to the
+//! trojan to the real server of that protocol (Hysteria 2: sing-box's), which connects to the
 //! bench's loopback servers. Every client of one protocol talks to the
 //! same server program with the same method and key; the figures that
 //! compare the clients are the front's (the client's) own.
@@ -35,17 +35,30 @@ pub enum Protocol {
     Shadowsocks,
     Ss2022,
     Trojan,
+    Hysteria2,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::Shadowsocks, Protocol::Ss2022, Protocol::Trojan];
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Shadowsocks,
+        Protocol::Ss2022,
+        Protocol::Trojan,
+        Protocol::Hysteria2,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Shadowsocks => "shadowsocks AEAD (aes-256-gcm), server ssserver",
             Protocol::Ss2022 => "shadowsocks 2022 (2022-blake3-aes-256-gcm), server ssserver",
             Protocol::Trojan => "trojan (TLS), server trojan-gfw",
+            Protocol::Hysteria2 => "hysteria2 (QUIC, BBR), server sing-box",
         }
+    }
+
+    /// Whether the chain is measured on UDP too: Hysteria 2, whose UDP is
+    /// its own path (QUIC datagrams); the others are compared on TCP alone.
+    pub fn measures_udp(self) -> bool {
+        self == Protocol::Hysteria2
     }
 }
 
@@ -98,6 +111,7 @@ pub fn launch(
     let server_bin = match protocol {
         Protocol::Shadowsocks | Protocol::Ss2022 => require(SSSERVER),
         Protocol::Trojan => require(TROJAN),
+        Protocol::Hysteria2 => require(SING_BOX),
     };
     let client_bin = match client {
         Client::Etemenanki => Ok(PathBuf::new()),
@@ -110,14 +124,14 @@ pub fn launch(
         (Ok(server), Ok(client)) => (server, client),
         (Err(why), _) | (_, Err(why)) => return Ok(Launch::Skipped(why)),
     };
-    if protocol == Protocol::Trojan {
+    if matches!(protocol, Protocol::Trojan | Protocol::Hysteria2) {
         if let Some(why) = pki::missing() {
             return Ok(Launch::Skipped(why));
         }
     }
     let server_dir = ScratchDir::new(&format!("{name}-server"))?;
     let pki = match protocol {
-        Protocol::Trojan => Some(Pki::make(server_dir.path())?),
+        Protocol::Trojan | Protocol::Hysteria2 => Some(Pki::make(server_dir.path())?),
         _ => None,
     };
     let server_addr = loopback(free_port()?);
@@ -141,18 +155,22 @@ pub fn launch(
             )?;
             command.arg("-c").arg(&config);
         }
+        Protocol::Hysteria2 => {
+            let pki = pki.as_ref().expect("hysteria2 has certificates");
+            let config = server_dir.path().join("sing-box-server.json");
+            std::fs::write(
+                &config,
+                hysteria2_server_config(server_addr.port(), &pki.cert, &pki.key),
+            )?;
+            command.args(["run", "--disable-color", "-c"]).arg(&config);
+        }
     }
-    let server_name: &'static str = match protocol {
-        Protocol::Trojan => "trojan-gfw server",
-        _ => "ssserver",
+    let (server_name, ready): (&'static str, Ready) = match protocol {
+        Protocol::Trojan => ("trojan-gfw server", Ready::Accepts),
+        Protocol::Hysteria2 => ("sing-box hysteria2 server", Ready::BoundUdp),
+        _ => ("ssserver", Ready::Accepts),
     };
-    let server = Proxy::spawn_until(
-        server_name,
-        command,
-        server_addr,
-        server_dir,
-        Ready::Accepts,
-    )?;
+    let server = Proxy::spawn_until(server_name, command, server_addr, server_dir, ready)?;
     // The server is listening, so the front's port cannot be its.
     let front_addr = loopback(free_port()?);
     let front_dir = ScratchDir::new(&format!("{name}-front"))?;
@@ -255,6 +273,18 @@ pub fn etemenanki_config(
              [outbound.settings]\npassword = \"{PASSWORD}\"\n",
             ca.map(show).unwrap_or_default()
         ),
+        Protocol::Hysteria2 => format!(
+            "protocol = \"hysteria2\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.stream.tls]\nca_file = \"{}\"\n\n\
+             [outbound.settings]\npassword = \"{PASSWORD}\"\n\
+             max_concurrent_streams = 4096\n",
+            ca.map(show).unwrap_or_default()
+        ),
+    };
+    let udp = if protocol.measures_udp() {
+        "\n[inbound.settings]\nudp = true\n"
+    } else {
+        ""
     };
     format!(
         "\
@@ -263,7 +293,7 @@ tag = \"socks-in\"
 protocol = \"socks\"
 listen = \"127.0.0.1\"
 port = {port}
-
+{udp}
 [[outbound]]
 tag = \"out\"
 {outbound}
@@ -295,6 +325,12 @@ pub fn sing_box_config(
     "tls": {{ "enabled": true, "server_name": "127.0.0.1", "certificate_path": "{}" }} }}"#,
             ca.map(show).unwrap_or_default()
         ),
+        Protocol::Hysteria2 => format!(
+            r#"{{ "type": "hysteria2", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
+    "password": "{PASSWORD}",
+    "tls": {{ "enabled": true, "server_name": "127.0.0.1", "alpn": ["h3"], "certificate_path": "{}" }} }}"#,
+            ca.map(show).unwrap_or_default()
+        ),
     };
     format!(
         r#"{{
@@ -316,6 +352,21 @@ pub fn trojan_server_config(port: u16, fallback: u16, cert: &Path, key: &Path) -
   "password": ["{PASSWORD}"],
   "log_level": 3,
   "ssl": {{ "cert": "{}", "key": "{}" }} }}
+"#,
+        show(cert),
+        show(key)
+    )
+}
+
+/// sing-box serving Hysteria 2 on UDP `port` with the bench's
+/// certificate, accepting the bench's password, then direct.
+pub fn hysteria2_server_config(port: u16, cert: &Path, key: &Path) -> String {
+    format!(
+        r#"{{ "log": {{ "level": "warn" }},
+  "inbounds": [{{ "type": "hysteria2", "tag": "hy2-in", "listen": "127.0.0.1", "listen_port": {port},
+    "users": [{{ "name": "bench", "password": "{PASSWORD}" }}],
+    "tls": {{ "enabled": true, "alpn": ["h3"], "certificate_path": "{}", "key_path": "{}" }} }}],
+  "outbounds": [{{ "type": "direct", "tag": "direct" }}] }}
 "#,
         show(cert),
         show(key)

@@ -1,8 +1,8 @@
 //! What the benchmark measures: the same work done directly, through each
 //! Debian peer, through Etemenanki, through chains of two proxies that
 //! speak SOCKS over TLS between them, and through protocol chains: a
-//! client (ours or a peer's) in front of a real shadowsocks or trojan
-//! server.
+//! client (ours or a peer's) in front of a real shadowsocks, trojan or
+//! Hysteria 2 server.
 
 use crate::protocol::{Client, Protocol};
 
@@ -47,6 +47,12 @@ pub enum Subject {
     TrojanGfw,
     /// ... sing-box.
     TrojanSingBox,
+    /// Hysteria 2 to sing-box's hysteria2 inbound over QUIC: our runtime.
+    #[value(name = "hy2-etemenanki")]
+    Hy2Etemenanki,
+    /// ... sing-box.
+    #[value(name = "hy2-sing-box")]
+    Hy2SingBox,
 }
 
 impl Subject {
@@ -61,7 +67,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 10] = [
+    pub const PROTOCOL_CHAINS: [Subject; 12] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -72,6 +78,8 @@ impl Subject {
         Subject::TrojanEtemenanki,
         Subject::TrojanGfw,
         Subject::TrojanSingBox,
+        Subject::Hy2Etemenanki,
+        Subject::Hy2SingBox,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +102,8 @@ impl Subject {
             Subject::TrojanEtemenanki => "trojan-etemenanki",
             Subject::TrojanGfw => "trojan-gfw",
             Subject::TrojanSingBox => "trojan-sing-box",
+            Subject::Hy2Etemenanki => "hy2-etemenanki",
+            Subject::Hy2SingBox => "hy2-sing-box",
         }
     }
 
@@ -116,6 +126,8 @@ impl Subject {
             Subject::TrojanEtemenanki => (Protocol::Trojan, Client::Etemenanki),
             Subject::TrojanGfw => (Protocol::Trojan, Client::TrojanGfw),
             Subject::TrojanSingBox => (Protocol::Trojan, Client::SingBox),
+            Subject::Hy2Etemenanki => (Protocol::Hysteria2, Client::Etemenanki),
+            Subject::Hy2SingBox => (Protocol::Hysteria2, Client::SingBox),
             _ => return None,
         })
     }
