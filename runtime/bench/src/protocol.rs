@@ -36,14 +36,18 @@ pub enum Protocol {
     Ss2022,
     Trojan,
     Hysteria2,
+    /// Hysteria 2 end to end: each client in front of its own project's
+    /// server (ours to ours, sing-box to sing-box).
+    Hysteria2Chain,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Shadowsocks,
         Protocol::Ss2022,
         Protocol::Trojan,
         Protocol::Hysteria2,
+        Protocol::Hysteria2Chain,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,13 +56,16 @@ impl Protocol {
             Protocol::Ss2022 => "shadowsocks 2022 (2022-blake3-aes-256-gcm), server ssserver",
             Protocol::Trojan => "trojan (TLS), server trojan-gfw",
             Protocol::Hysteria2 => "hysteria2 (QUIC, BBR), server sing-box",
+            Protocol::Hysteria2Chain => {
+                "hysteria2 (QUIC, BBR), full chains: ours to ours, sing-box to sing-box"
+            }
         }
     }
 
     /// Whether the chain is measured on UDP too: Hysteria 2, whose UDP is
     /// its own path (QUIC datagrams); the others are compared on TCP alone.
     pub fn measures_udp(self) -> bool {
-        self == Protocol::Hysteria2
+        matches!(self, Protocol::Hysteria2 | Protocol::Hysteria2Chain)
     }
 }
 
@@ -112,6 +119,9 @@ pub fn launch(
         Protocol::Shadowsocks | Protocol::Ss2022 => require(SSSERVER),
         Protocol::Trojan => require(TROJAN),
         Protocol::Hysteria2 => require(SING_BOX),
+        // Our server needs no peer; sing-box's chain ends at sing-box.
+        Protocol::Hysteria2Chain if client == Client::Etemenanki => Ok(PathBuf::new()),
+        Protocol::Hysteria2Chain => require(SING_BOX),
     };
     let client_bin = match client {
         Client::Etemenanki => Ok(PathBuf::new()),
@@ -124,19 +134,23 @@ pub fn launch(
         (Ok(server), Ok(client)) => (server, client),
         (Err(why), _) | (_, Err(why)) => return Ok(Launch::Skipped(why)),
     };
-    if matches!(protocol, Protocol::Trojan | Protocol::Hysteria2) {
+    if protocol == Protocol::Trojan || protocol.measures_udp() {
         if let Some(why) = pki::missing() {
             return Ok(Launch::Skipped(why));
         }
     }
     let server_dir = ScratchDir::new(&format!("{name}-server"))?;
     let pki = match protocol {
-        Protocol::Trojan | Protocol::Hysteria2 => Some(Pki::make(server_dir.path())?),
+        Protocol::Trojan | Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
+            Some(Pki::make(server_dir.path())?)
+        }
         _ => None,
     };
     let server_addr = loopback(free_port()?);
+    let ours_to_ours = protocol == Protocol::Hysteria2Chain && client == Client::Etemenanki;
     let mut command = Command::new(&server_bin);
     match protocol {
+        _ if ours_to_ours => {}
         Protocol::Shadowsocks | Protocol::Ss2022 => {
             let (method, key) = method_and_key(protocol);
             command
@@ -155,7 +169,7 @@ pub fn launch(
             )?;
             command.arg("-c").arg(&config);
         }
-        Protocol::Hysteria2 => {
+        Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
             let pki = pki.as_ref().expect("hysteria2 has certificates");
             let config = server_dir.path().join("sing-box-server.json");
             std::fs::write(
@@ -166,11 +180,23 @@ pub fn launch(
         }
     }
     let (server_name, ready): (&'static str, Ready) = match protocol {
+        _ if ours_to_ours => ("etemenanki hysteria2 server", Ready::BoundUdp),
         Protocol::Trojan => ("trojan-gfw server", Ready::Accepts),
-        Protocol::Hysteria2 => ("sing-box hysteria2 server", Ready::BoundUdp),
+        Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
+            ("sing-box hysteria2 server", Ready::BoundUdp)
+        }
         _ => ("ssserver", Ready::Accepts),
     };
-    let server = Proxy::spawn_until(server_name, command, server_addr, server_dir, ready)?;
+    let server = if ours_to_ours {
+        let pki = pki.as_ref().expect("hysteria2 has certificates");
+        let config = etemenanki_hysteria2_server_config(server_addr.port(), &pki.cert, &pki.key);
+        match launch_etemenanki_as(server_name, bins, &config, server_addr, server_dir, ready)? {
+            Ok(server) => server,
+            Err(why) => return Ok(Launch::Skipped(why)),
+        }
+    } else {
+        Proxy::spawn_until(server_name, command, server_addr, server_dir, ready)?
+    };
     // The server is listening, so the front's port cannot be its.
     let front_addr = loopback(free_port()?);
     let front_dir = ScratchDir::new(&format!("{name}-front"))?;
@@ -273,7 +299,7 @@ pub fn etemenanki_config(
              [outbound.settings]\npassword = \"{PASSWORD}\"\n",
             ca.map(show).unwrap_or_default()
         ),
-        Protocol::Hysteria2 => format!(
+        Protocol::Hysteria2 | Protocol::Hysteria2Chain => format!(
             "protocol = \"hysteria2\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
              [outbound.stream.tls]\nca_file = \"{}\"\n\n\
              [outbound.settings]\npassword = \"{PASSWORD}\"\n\
@@ -325,7 +351,7 @@ pub fn sing_box_config(
     "tls": {{ "enabled": true, "server_name": "127.0.0.1", "certificate_path": "{}" }} }}"#,
             ca.map(show).unwrap_or_default()
         ),
-        Protocol::Hysteria2 => format!(
+        Protocol::Hysteria2 | Protocol::Hysteria2Chain => format!(
             r#"{{ "type": "hysteria2", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
     "password": "{PASSWORD}",
     "tls": {{ "enabled": true, "server_name": "127.0.0.1", "alpn": ["h3"], "certificate_path": "{}" }} }}"#,
@@ -368,6 +394,19 @@ pub fn hysteria2_server_config(port: u16, cert: &Path, key: &Path) -> String {
     "tls": {{ "enabled": true, "alpn": ["h3"], "certificate_path": "{}", "key_path": "{}" }} }}],
   "outbounds": [{{ "type": "direct", "tag": "direct" }}] }}
 "#,
+        show(cert),
+        show(key)
+    )
+}
+
+/// Our runtime serving Hysteria 2 on UDP `port` with the bench's
+/// certificate, accepting the bench's password, then freedom.
+pub fn etemenanki_hysteria2_server_config(port: u16, cert: &Path, key: &Path) -> String {
+    format!(
+        "[[inbound]]\ntag = \"hy2-in\"\nprotocol = \"hysteria2\"\nlisten = \"127.0.0.1\"\nport = {port}\n\n\
+         [inbound.stream.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n\n\
+         [inbound.settings]\npassword = \"{PASSWORD}\"\n\n\
+         [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n",
         show(cert),
         show(key)
     )

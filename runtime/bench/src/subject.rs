@@ -53,6 +53,12 @@ pub enum Subject {
     /// ... sing-box.
     #[value(name = "hy2-sing-box")]
     Hy2SingBox,
+    /// Hysteria 2 end to end: our client to our hysteria2 inbound.
+    #[value(name = "hy2-etemenanki-to-etemenanki")]
+    Hy2Ours,
+    /// ... sing-box's client to sing-box's server.
+    #[value(name = "hy2-sing-box-to-sing-box")]
+    Hy2SingBoxChain,
 }
 
 impl Subject {
@@ -67,7 +73,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 12] = [
+    pub const PROTOCOL_CHAINS: [Subject; 14] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -80,6 +86,8 @@ impl Subject {
         Subject::TrojanSingBox,
         Subject::Hy2Etemenanki,
         Subject::Hy2SingBox,
+        Subject::Hy2Ours,
+        Subject::Hy2SingBoxChain,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +112,8 @@ impl Subject {
             Subject::TrojanSingBox => "trojan-sing-box",
             Subject::Hy2Etemenanki => "hy2-etemenanki",
             Subject::Hy2SingBox => "hy2-sing-box",
+            Subject::Hy2Ours => "hy2-etemenanki-to-etemenanki",
+            Subject::Hy2SingBoxChain => "hy2-sing-box-to-sing-box",
         }
     }
 
@@ -128,6 +138,8 @@ impl Subject {
             Subject::TrojanSingBox => (Protocol::Trojan, Client::SingBox),
             Subject::Hy2Etemenanki => (Protocol::Hysteria2, Client::Etemenanki),
             Subject::Hy2SingBox => (Protocol::Hysteria2, Client::SingBox),
+            Subject::Hy2Ours => (Protocol::Hysteria2Chain, Client::Etemenanki),
+            Subject::Hy2SingBoxChain => (Protocol::Hysteria2Chain, Client::SingBox),
             _ => return None,
         })
     }
