@@ -99,6 +99,10 @@ pub struct InboundSettings {
     /// hysteria2.
     #[serde(default)]
     pub obfs: Option<Spanned<ObfsConfig>>,
+    /// trojan, vless: where a connection that fails authentication is
+    /// relayed, with the bytes it sent (an IP address and port).
+    #[serde(default)]
+    pub fallback: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

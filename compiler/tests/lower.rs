@@ -568,3 +568,97 @@ identity_psks = ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]
     let at = text.find("[\"AAAA").unwrap() + 1;
     assert_eq!(d.span.start, at);
 }
+
+fn errors(name: &str, text: &str) -> Vec<(String, String)> {
+    match compile(&Source::new(name, text)) {
+        Ok(_) => panic!("compiles: {text}"),
+        Err(diags) => diags
+            .into_iter()
+            .map(|d| (d.code.to_owned(), d.message.clone()))
+            .collect(),
+    }
+}
+
+#[test]
+fn trojan_and_vless_inbounds_take_a_fallback_address_in_both_front_ends() {
+    let toml = spec(
+        r#"
+[[inbound]]
+tag = "t"
+protocol = "trojan"
+port = 8443
+[inbound.settings]
+password = "pw"
+fallback = "127.0.0.1:80"
+
+[[inbound]]
+tag = "v"
+protocol = "vless"
+port = 8444
+[inbound.settings]
+id = "11111111-2222-3333-4444-555555555555"
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#,
+    );
+    let et = match compile(&Source::new(
+        "test.et",
+        r#"
+inbound t trojan { listen = 127.0.0.1:8443  password = "pw"  fallback = 127.0.0.1:80 }
+inbound v vless { listen = 127.0.0.1:8444  id = "11111111-2222-3333-4444-555555555555"  fallback = [::1]:8080 }
+outbound direct freedom {}
+"#,
+    )) {
+        Ok(compiled) => compiled.spec,
+        Err(diags) => panic!("does not compile: {diags:#?}"),
+    };
+    let fallback = |spec: &Spec, tag: &str| match &spec.inbound(tag).unwrap().protocol {
+        InboundProtocol::Trojan { fallback, .. } | InboundProtocol::Vless { fallback, .. } => {
+            *fallback
+        }
+        other => panic!("not trojan or vless: {other:?}"),
+    };
+    assert_eq!(fallback(&toml, "t"), Some("127.0.0.1:80".parse().unwrap()));
+    assert_eq!(fallback(&toml, "v"), None);
+    assert_eq!(fallback(&et, "t"), Some("127.0.0.1:80".parse().unwrap()));
+    assert_eq!(fallback(&et, "v"), Some("[::1]:8080".parse().unwrap()));
+}
+
+#[test]
+fn a_fallback_is_an_ip_address_and_port_and_only_for_trojan_and_vless() {
+    let by_name = errors(
+        "test.et",
+        r#"
+inbound t trojan { listen = 127.0.0.1:8443  password = "pw"  fallback = web.example.com:80 }
+outbound direct freedom {}
+"#,
+    );
+    assert!(
+        by_name.iter().any(|(code, message)| code == "E0307"
+            && message.contains("`web.example.com:80` is not a fallback address")),
+        "{by_name:?}"
+    );
+    let vmess = errors(
+        "test.toml",
+        r#"
+[[inbound]]
+tag = "m"
+protocol = "vmess"
+port = 8445
+[inbound.settings]
+id = "11111111-2222-3333-4444-555555555555"
+fallback = "127.0.0.1:80"
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#,
+    );
+    assert!(
+        vmess.iter().any(|(code, message)| code == "E0302"
+            && message == "`settings.fallback` does not apply to a vmess inbound"),
+        "{vmess:?}"
+    );
+}

@@ -21,8 +21,9 @@ use crate::spec::Spec;
 pub const MAGIC: &[u8; 8] = b"ETEMPLAN";
 /// Bumped with every change to the encoding of the spec (2: socks and http
 /// inbounds carry an optional TLS server configuration; 3: the route table
-/// carries its domain strategy; 4: a ws transport carries its early data).
-pub const FORMAT_VERSION: u16 = 4;
+/// carries its domain strategy; 4: a ws transport carries its early data;
+/// 5: trojan and vless inbounds carry their fallback).
+pub const FORMAT_VERSION: u16 = 5;
 
 /// A decoded plan: its header and its spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,7 +198,7 @@ mod tests {
         let err = decode(&bytes).unwrap_err().to_string();
         assert_eq!(
             err,
-            "plan format version 9 is not supported: this build reads version 4; rebuild the plan with a matching etc"
+            format!("plan format version 9 is not supported: this build reads version {FORMAT_VERSION}; rebuild the plan with a matching etc")
         );
     }
 

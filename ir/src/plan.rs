@@ -120,6 +120,11 @@ pub enum Reason {
         from: DrainPolicy,
         to: DrainPolicy,
     },
+    /// Reused: only the users of a proxy-protocol inbound changed (trojan
+    /// passwords, vless and vmess ids, shadowsocks-2022 users). The running
+    /// inbound keeps its socket and takes the new list; connections of the
+    /// users who remain run on, those of removed users end.
+    UsersChanged,
     /// Rebuilt, for these reasons (never empty).
     Changed(Vec<Change>),
     /// The drain of a version replaced by a new build.
@@ -139,6 +144,7 @@ impl fmt::Display for Reason {
             Reason::DrainPolicyChanged { from, to } => {
                 write!(f, "unchanged; drain policy {from} -> {to}")
             }
+            Reason::UsersChanged => f.write_str("users changed; kept, with its connections"),
             Reason::Changed(changes) => {
                 for (i, change) in changes.iter().enumerate() {
                     if i > 0 {
@@ -323,6 +329,15 @@ pub fn plan(state: &DeployedState, new: &Spec) -> Plan {
             continue;
         };
         let changes = diff::inbound(prev, inbound);
+        if !changes.is_empty() && changes.iter().all(Change::is_users) {
+            steps.push(reuse(
+                Kind::Inbound,
+                tag.to_owned(),
+                last.unwrap_or(1),
+                Reason::UsersChanged,
+            ));
+            continue;
+        }
         steps.push(rebuild_or_reuse(
             Kind::Inbound,
             tag,

@@ -522,10 +522,16 @@ pub enum InboundProtocol {
     Trojan {
         passwords: Vec<Secret>,
         transport: InboundTransport,
+        /// Where a connection that fails authentication is relayed, with
+        /// the bytes it sent, so the port answers a prober as the web
+        /// server there would; `None` holds it until the handshake
+        /// deadline and closes it.
+        fallback: Option<SocketAddr>,
     },
     Vless {
         ids: Vec<Secret<Uuid>>,
         transport: InboundTransport,
+        fallback: Option<SocketAddr>,
     },
     Vmess {
         ids: Vec<Secret<Uuid>>,

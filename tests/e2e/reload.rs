@@ -2,10 +2,15 @@
 //! `etc plan` uses, and applied atomically.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
+use std::time::Duration;
 
-use etemenanki_ir::spec::{AddressFamily, DrainPolicy, OutboundProtocol, OutboundSpec, Spec};
+use etemenanki_ir::route::Rule;
+use etemenanki_ir::spec::{
+    AddressFamily, DrainPolicy, InboundProtocol, InboundSpec, InboundTransport, OutboundProtocol,
+    OutboundSpec, Secret, ServerShape, Spec,
+};
 
 use crate::plan::*;
 use crate::runtime::{run_plan_bytes, Runtime};
@@ -359,4 +364,95 @@ fn an_inbound_added_on_port_0_gets_a_port_of_its_own() {
         let mut stream = socks5_connect(proxy, echo, None).unwrap();
         assert_eq!(exchange(&mut stream, b"ping"), b"ping", "via {proxy}");
     }
+}
+
+fn trojan_inbound(passwords: &[&str]) -> InboundSpec {
+    InboundSpec {
+        tag: "trojan-in".into(),
+        listen: any_port(),
+        sniff: false,
+        protocol: InboundProtocol::Trojan {
+            passwords: passwords.iter().map(|p| Secret(p.to_string())).collect(),
+            transport: InboundTransport {
+                shape: ServerShape::Tcp,
+                tls: None,
+            },
+            fallback: None,
+        },
+    }
+}
+
+fn trojan_outbound(tag: &str, server: SocketAddr, password: &str) -> OutboundSpec {
+    let mut spec = socks_outbound(tag, server);
+    let OutboundProtocol::Socks { upstream, .. } = spec.protocol else {
+        unreachable!()
+    };
+    spec.protocol = OutboundProtocol::Trojan {
+        upstream,
+        password: Secret(password.into()),
+    };
+    spec
+}
+
+#[test]
+fn a_users_change_keeps_the_inbound_and_ends_only_the_removed_users_connections() {
+    let echo = tcp_echo();
+    // A refused client is held until the handshake deadline: a short one.
+    let server_spec = |passwords: &[&str]| {
+        let mut spec = spec(
+            vec![trojan_inbound(passwords)],
+            vec![freedom("direct")],
+            vec![],
+            "direct",
+        );
+        spec.limits.handshake_timeout = Duration::from_secs(1);
+        spec
+    };
+    let server = Runtime::start(&server_spec(&["alice", "bob"]));
+    let address = server.addr("trojan-in");
+    let by_inbound = |inbound: &str, target: &str| Rule {
+        inbound_tag: vec![inbound.into()],
+        ..rule(target)
+    };
+    let client = Runtime::start(&spec(
+        vec![
+            socks_inbound("as-alice", false),
+            socks_inbound("as-bob", false),
+        ],
+        vec![
+            trojan_outbound("alice", address, "alice"),
+            trojan_outbound("bob", address, "bob"),
+        ],
+        vec![by_inbound("as-alice", "alice"), by_inbound("as-bob", "bob")],
+        "alice",
+    ));
+    let mut alice = socks5_connect(client.addr("as-alice"), echo, None).unwrap();
+    let mut bob = socks5_connect(client.addr("as-bob"), echo, None).unwrap();
+    assert_eq!(echo_once(&mut alice, b"alice"), b"alice");
+    assert_eq!(echo_once(&mut bob, b"bob"), b"bob");
+
+    let applied = server.reload(&server_spec(&["alice", "carol"]));
+    assert!(
+        applied
+            .contains("apply: = inbound trojan-in  v1  users changed; kept, with its connections"),
+        "{applied}"
+    );
+    assert_eq!(
+        server.addr("trojan-in"),
+        address,
+        "the same listening socket"
+    );
+    assert_eq!(echo_once(&mut alice, b"still"), b"still");
+    assert_eq!(
+        echo_once(&mut bob, b"gone"),
+        b"",
+        "a removed user's connection ends"
+    );
+    let mut again = socks5_connect(client.addr("as-bob"), echo, None)
+        .expect("the client's socks handshake answers before the trojan one");
+    assert_eq!(
+        echo_once(&mut again, b"refused"),
+        b"",
+        "a removed user is refused"
+    );
 }

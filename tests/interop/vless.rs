@@ -19,7 +19,7 @@ use crate::support::servers::{free_addr, tcp_echo, udp_echo, udp_named};
 use crate::support::{BULK, WAIT};
 
 pub const ID: &str = "b831381d-6324-4d53-ad4f-8cda48b30811";
-const WRONG_ID: &str = "b831381d-6324-4d53-ad4f-8cda48b30812";
+pub const WRONG_ID: &str = "b831381d-6324-4d53-ad4f-8cda48b30812";
 
 /// The name our TLS checks the test CA's server certificate against.
 pub const SERVER_NAME: &str = "localhost";
@@ -32,9 +32,8 @@ pub enum Transport<'a> {
     WsTls(&'a str, &'a Pair),
 }
 
-/// v2ray with one VLESS inbound on `listen` accepting `ID` over
-/// `transport`, and freedom.
-pub fn v2ray_server(v2ray: &Path, dir: &Path, listen: SocketAddr, transport: Transport) -> Process {
+/// v2ray's `streamSettings` fields for `transport`.
+pub fn v2ray_stream(transport: &Transport) -> String {
     let tls = |pair: &Pair| {
         format!(
             r#", "security": "tls", "tlsSettings": {{ "certificates": [{{ "certificateFile": "{}", "keyFile": "{}" }}] }}"#,
@@ -43,26 +42,46 @@ pub fn v2ray_server(v2ray: &Path, dir: &Path, listen: SocketAddr, transport: Tra
         )
     };
     let ws = |path: &str| format!(r#", "wsSettings": {{ "path": "{path}" }}"#);
-    let stream = match transport {
+    match transport {
         Transport::Tcp => r#""network": "tcp""#.to_owned(),
         Transport::Tls(pair) => format!(r#""network": "tcp"{}"#, tls(pair)),
         Transport::Ws(path) => format!(r#""network": "ws"{}"#, ws(path)),
         Transport::WsTls(path, pair) => format!(r#""network": "ws"{}{}"#, ws(path), tls(pair)),
-    };
+    }
+}
+
+/// v2ray with one `protocol` inbound on `listen` with `settings` (a JSON
+/// object) over `transport`, and freedom; its log at info.
+pub fn v2ray_inbound(
+    v2ray: &Path,
+    dir: &Path,
+    listen: SocketAddr,
+    protocol: &str,
+    settings: &str,
+    transport: Transport,
+) -> Process {
     let config = format!(
         r#"{{ "log": {{ "loglevel": "info" }},
-  "inbounds": [{{ "listen": "127.0.0.1", "port": {}, "protocol": "vless",
-    "settings": {{ "clients": [{{ "id": "{ID}" }}], "decryption": "none" }},
-    "streamSettings": {{ {stream} }} }}],
+  "inbounds": [{{ "listen": "127.0.0.1", "port": {}, "protocol": "{protocol}",
+    "settings": {settings},
+    "streamSettings": {{ {} }} }}],
   "outbounds": [{{ "protocol": "freedom", "settings": {{}} }}] }}
 "#,
-        listen.port()
+        listen.port(),
+        v2ray_stream(&transport)
     );
     let path = dir.join("v2ray.json");
     std::fs::write(&path, config).expect("writing v2ray.json");
     let mut command = Command::new(v2ray);
     command.arg("-config").arg(&path);
     Process::spawn_listening("v2ray", command, dir, listen)
+}
+
+/// v2ray with one VLESS inbound on `listen` accepting `ID` over
+/// `transport`, and freedom.
+pub fn v2ray_server(v2ray: &Path, dir: &Path, listen: SocketAddr, transport: Transport) -> Process {
+    let settings = format!(r#"{{ "clients": [{{ "id": "{ID}" }}], "decryption": "none" }}"#);
+    v2ray_inbound(v2ray, dir, listen, "vless", &settings, transport)
 }
 
 /// sing-box with one VLESS inbound on `listen` accepting `ID`, with
@@ -72,6 +91,22 @@ pub fn sing_box_server(
     sing_box: &Path,
     dir: &Path,
     listen: SocketAddr,
+    tls: Option<&Pair>,
+    transport: &str,
+) -> Process {
+    let users = format!(r#"[{{ "name": "interop", "uuid": "{ID}" }}]"#);
+    sing_box_inbound(sing_box, dir, listen, "vless", &users, tls, transport)
+}
+
+/// sing-box with one `protocol` inbound on `listen` for `users` (a JSON
+/// list), with `tls` and `transport` as [`sing_box_server`] takes them,
+/// and a direct outbound; its log at debug.
+pub fn sing_box_inbound(
+    sing_box: &Path,
+    dir: &Path,
+    listen: SocketAddr,
+    protocol: &str,
+    users: &str,
     tls: Option<&Pair>,
     transport: &str,
 ) -> Process {
@@ -89,9 +124,9 @@ pub fn sing_box_server(
     };
     let config = format!(
         r#"{{ "log": {{ "level": "debug" }},
-  "inbounds": [{{ "type": "vless", "tag": "vless-in",
+  "inbounds": [{{ "type": "{protocol}", "tag": "{protocol}-in",
     "listen": "127.0.0.1", "listen_port": {},
-    "users": [{{ "name": "interop", "uuid": "{ID}" }}]{tls}{transport} }}],
+    "users": {users}{tls}{transport} }}],
   "outbounds": [{{ "type": "direct", "tag": "direct" }}] }}
 "#,
         listen.port()
@@ -119,10 +154,20 @@ pub fn settings(id: &str) -> String {
 /// Our socks inbound on a free address and the vless outbound `tables`
 /// to `server`; returns the runtime and the inbound's address.
 pub fn start_ours(dir: &Path, server: SocketAddr, tables: &str) -> (Process, SocketAddr) {
+    start_ours_with("vless", dir, server, tables)
+}
+
+/// As [`start_ours`] for an outbound of `protocol`.
+pub fn start_ours_with(
+    protocol: &str,
+    dir: &Path,
+    server: SocketAddr,
+    tables: &str,
+) -> (Process, SocketAddr) {
     let front = free_addr();
     let ours = Config::default()
         .socks_in(front, None)
-        .proxy_out("vless", server, tables)
+        .proxy_out(protocol, server, tables)
         .start(dir);
     (ours, front)
 }

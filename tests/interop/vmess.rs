@@ -159,7 +159,7 @@ fn vmess_auto_reaches_sing_box_and_carries_four_mebibytes_each_way() {
     carries_bulk(test, "sing-box", "auto", start_sing_box);
 }
 
-const SECURITIES: [&str; 5] = ["aes-128-gcm", "chacha20-poly1305", "none", "zero", "auto"];
+pub const SECURITIES: [&str; 5] = ["aes-128-gcm", "chacha20-poly1305", "none", "zero", "auto"];
 
 /// UDP through our socks inbound and the VMess outbound: datagrams of
 /// several sizes to an echo server, then one to another peer on the same

@@ -2,22 +2,35 @@
 //! and sing-box's ws inbounds, with and without TLS (ALPN http/1.1), 4 MiB
 //! each way; a wrong path fails the dial cleanly (the server answers the
 //! upgrade with 404); early data in `Sec-WebSocket-Protocol` against
-//! sing-box, which reads it as the stream's first bytes.
+//! sing-box, which reads it as the stream's first bytes. Our vmess
+//! outbound over ws and ws+tls to v2ray under every body security, and our
+//! trojan outbound over ws+tls to v2ray's trojan inbound.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
 
 use crate::support::binaries::peer;
 use crate::support::client::socks5_connect;
-use crate::support::process::scratch_dir;
+use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, tcp_echo};
 use crate::vless::{
-    carries_bulk, pki, settings, sing_box_server, start_ours, tls_table, v2ray_server, Transport,
-    ID, SERVER_NAME,
+    carries_bulk, pki, settings, sing_box_server, start_ours, start_ours_with, tls_table,
+    v2ray_inbound, v2ray_server, Transport, ID, SERVER_NAME,
 };
+use crate::vmess::SECURITIES;
 
 const PATH: &str = "/vless-ws";
 
 /// `[outbound.stream]` for ws to `path`, under TLS when `tls` holds the
-/// tls table, and `extra` ws keys.
+/// tls table, and `extra` ws keys; the vless settings for `ID`.
 fn ws_tables(path: &str, tls: Option<String>, extra: &str) -> String {
+    ws_tables_with(path, tls, extra, &settings(ID))
+}
+
+/// As [`ws_tables`], with `settings` (an `[outbound.settings]` table).
+fn ws_tables_with(path: &str, tls: Option<String>, extra: &str, settings: &str) -> String {
     let security = if tls.is_some() {
         "security = \"tls\"\n"
     } else {
@@ -25,9 +38,8 @@ fn ws_tables(path: &str, tls: Option<String>, extra: &str) -> String {
     };
     format!(
         "[outbound.stream]\nnetwork = \"ws\"\n{security}[outbound.stream.ws]\npath = \"{path}\"\n\
-         host = \"{SERVER_NAME}\"\n{extra}{}{}",
+         host = \"{SERVER_NAME}\"\n{extra}{}{settings}",
         tls.unwrap_or_default(),
-        settings(ID)
     )
 }
 
@@ -120,4 +132,117 @@ fn vless_over_ws_sends_early_data_that_sing_box_reads_as_the_first_bytes() {
     let tables = ws_tables(PATH, None, "max_early_data = 2048\n");
     let (ours, front) = start_ours(&dir, upstream, &tables);
     carries_bulk(&ours, front, b"hello, sing-box with early data");
+}
+
+/// `[outbound.settings]` of our vmess outbound for `ID` under `security`.
+fn vmess_settings(security: &str) -> String {
+    format!("[outbound.settings]\nid = \"{ID}\"\nsecurity = \"{security}\"\n")
+}
+
+/// v2ray's VMess inbound for `ID` (alterId 0) over `transport`.
+fn v2ray_vmess(v2ray: &Path, dir: &Path, listen: SocketAddr, transport: Transport) -> Process {
+    let settings = format!(r#"{{ "clients": [{{ "id": "{ID}", "alterId": 0 }}] }}"#);
+    v2ray_inbound(v2ray, dir, listen, "vmess", &settings, transport)
+}
+
+/// Our vmess outbound over ws (`tls` as [`ws_tables`] takes it) to
+/// `upstream` under every body security, 4 MiB each way with each.
+fn vmess_over_ws_carries_bulk_under_every_security(
+    dir: &Path,
+    upstream: SocketAddr,
+    tls: Option<String>,
+) {
+    for security in SECURITIES {
+        let dir = dir.join(security);
+        std::fs::create_dir_all(&dir).expect("a directory per security");
+        let tables = ws_tables_with(PATH, tls.clone(), "", &vmess_settings(security));
+        let (ours, front) = start_ours_with("vmess", &dir, upstream, &tables);
+        carries_bulk(&ours, front, format!("hello, v2ray, {security}").as_bytes());
+    }
+}
+
+#[test]
+fn vmess_over_ws_reaches_v2ray_under_every_security_and_carries_four_mebibytes_each_way() {
+    let test =
+        "vmess_over_ws_reaches_v2ray_under_every_security_and_carries_four_mebibytes_each_way";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let upstream = free_addr();
+    let _v2ray = v2ray_vmess(&v2ray, &dir, upstream, Transport::Ws(PATH));
+    vmess_over_ws_carries_bulk_under_every_security(&dir, upstream, None);
+}
+
+#[test]
+fn vmess_over_ws_and_tls_reaches_v2ray_under_every_security_and_carries_four_mebibytes_each_way() {
+    let test = "vmess_over_ws_and_tls_reaches_v2ray_under_every_security_and_carries_four_mebibytes_each_way";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let upstream = free_addr();
+    let _v2ray = v2ray_vmess(&v2ray, &dir, upstream, Transport::WsTls(PATH, &pki.server));
+    let tls = Some(tls_table(&pki.ca));
+    vmess_over_ws_carries_bulk_under_every_security(&dir, upstream, tls);
+}
+
+#[test]
+fn vmess_with_a_wrong_id_over_ws_fails_the_flow_cleanly_at_v2ray_and_keeps_serving() {
+    let test = "vmess_with_a_wrong_id_over_ws_fails_the_flow_cleanly_at_v2ray_and_keeps_serving";
+    let Some(v2ray_bin) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let upstream = free_addr();
+    let v2ray = v2ray_vmess(&v2ray_bin, &dir, upstream, Transport::Ws(PATH));
+    let wrong = format!(
+        "[outbound.settings]\nid = \"{}\"\nsecurity = \"aes-128-gcm\"\n",
+        crate::vless::WRONG_ID
+    );
+    let (ours, front) = start_ours_with(
+        "vmess",
+        &dir,
+        upstream,
+        &ws_tables_with(PATH, None, "", &wrong),
+    );
+    for _ in 0..2 {
+        nothing_echoed(front);
+    }
+    v2ray.wait_for_log("invalid user");
+    ours.wait_for_log("vmess: the server closed the connection without a response");
+}
+
+/// A flow the server refuses after the dial: the SOCKS client is
+/// answered, then the stream ends with no byte of the echo.
+fn nothing_echoed(front: SocketAddr) {
+    let mut stream = socks5_connect(front, tcp_echo(), None).expect("the dial itself succeeds");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let _ = stream.write_all(b"never echoed");
+    let mut got = Vec::new();
+    let _ = stream.read_to_end(&mut got);
+    assert!(got.is_empty(), "the refused flow carried {got:?}");
+}
+
+const TROJAN_PASSWORD: &str = "ws-interop-password";
+
+#[test]
+fn trojan_over_ws_and_tls_reaches_v2ray_and_carries_four_mebibytes_each_way() {
+    let test = "trojan_over_ws_and_tls_reaches_v2ray_and_carries_four_mebibytes_each_way";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let Some(pki) = pki(test, &dir) else { return };
+    let upstream = free_addr();
+    let settings = format!(r#"{{ "clients": [{{ "password": "{TROJAN_PASSWORD}" }}] }}"#);
+    let transport = Transport::WsTls(PATH, &pki.server);
+    let _v2ray = v2ray_inbound(&v2ray, &dir, upstream, "trojan", &settings, transport);
+    let trojan = format!("[outbound.settings]\npassword = \"{TROJAN_PASSWORD}\"\n");
+    let tables = ws_tables_with(PATH, Some(tls_table(&pki.ca)), "", &trojan);
+    let (ours, front) = start_ours_with("trojan", &dir, upstream, &tables);
+    carries_bulk(&ours, front, b"hello, v2ray over trojan, ws and tls");
 }

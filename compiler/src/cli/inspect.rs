@@ -1,6 +1,7 @@
 //! `etc inspect plan.bin`: what a plan holds, secrets masked.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -147,12 +148,24 @@ fn inbound_detail(p: &InboundProtocol) -> String {
         InboundProtocol::Trojan {
             passwords,
             transport,
+            fallback,
         } => format!(
-            "{} users over {}",
+            "{} users over {}{}",
             passwords.len(),
-            server_transport(transport)
+            server_transport(transport),
+            fallback_to(*fallback)
         ),
-        InboundProtocol::Vless { ids, transport } | InboundProtocol::Vmess { ids, transport } => {
+        InboundProtocol::Vless {
+            ids,
+            transport,
+            fallback,
+        } => format!(
+            "{} users over {}{}",
+            ids.len(),
+            server_transport(transport),
+            fallback_to(*fallback)
+        ),
+        InboundProtocol::Vmess { ids, transport } => {
             format!("{} users over {}", ids.len(), server_transport(transport))
         }
         InboundProtocol::Hysteria2 { tls, .. } => format!("quic, {}", server_tls(tls)),
@@ -161,6 +174,11 @@ fn inbound_detail(p: &InboundProtocol) -> String {
             format!("udp {}, {} users", on(*udp), users.len())
         }
     }
+}
+
+/// `, fallback <address>` after the transport of a trojan or vless inbound.
+fn fallback_to(fallback: Option<SocketAddr>) -> String {
+    fallback.map_or_else(String::new, |addr| format!(", fallback {addr}"))
 }
 
 /// `, over tls (...)` after the settings of an inbound serving TLS on TCP.

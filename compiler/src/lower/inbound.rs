@@ -27,8 +27,9 @@ fn accepted(protocol: &str) -> &'static [&'static str] {
     match protocol {
         "socks" => &["udp", "accounts"],
         "http" => &["accounts"],
-        "trojan" => &["password", "passwords"],
-        "vless" | "vmess" => &["id", "ids"],
+        "trojan" => &["password", "passwords", "fallback"],
+        "vless" => &["id", "ids", "fallback"],
+        "vmess" => &["id", "ids"],
         "shadowsocks" => &["method", "password", "udp"],
         "shadowsocks-2022" => &["method", "psk", "users", "udp"],
         "hysteria2" => &["password", "obfs"],
@@ -49,10 +50,31 @@ fn present(s: &InboundSettings) -> Vec<(&'static str, Span)> {
         ("psk", span(&s.psk)),
         ("users", list_span(&s.users)),
         ("obfs", span(&s.obfs)),
+        ("fallback", span(&s.fallback)),
     ]
     .into_iter()
     .filter_map(|(k, s)| s.map(|s| (k, s)))
     .collect()
+}
+
+/// The fallback of a trojan or vless inbound: an IP address and port, as
+/// the runtime dials it without a lookup.
+fn fallback(cx: &mut Cx, s: &InboundSettings) -> Option<SocketAddr> {
+    let text = s.fallback.as_ref()?;
+    match text.get_ref().parse::<SocketAddr>() {
+        Ok(addr) if addr.port() != 0 => Some(addr),
+        _ => {
+            cx.error(
+                codes::INVALID_ADDRESS,
+                text.span(),
+                format!(
+                    "`{}` is not a fallback address: write an IP address and port such as `127.0.0.1:80`",
+                    text.get_ref()
+                ),
+            );
+            None
+        }
+    }
 }
 
 pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
@@ -154,13 +176,18 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
             InboundProtocol::Trojan {
                 passwords,
                 transport: transport::server(cx, i.stream.as_ref()),
+                fallback: fallback(cx, s),
             }
         }
         "vless" | "vmess" => {
             let ids = uuids(cx, s, protocol, &span);
             let transport = transport::server(cx, i.stream.as_ref());
             if protocol == "vless" {
-                InboundProtocol::Vless { ids, transport }
+                InboundProtocol::Vless {
+                    ids,
+                    transport,
+                    fallback: fallback(cx, s),
+                }
             } else {
                 InboundProtocol::Vmess { ids, transport }
             }

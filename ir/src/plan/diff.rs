@@ -42,6 +42,14 @@ impl fmt::Display for Change {
     }
 }
 
+impl Change {
+    /// A change of a proxy-protocol inbound's user list only, which the
+    /// running inbound takes without a rebuild.
+    pub fn is_users(&self) -> bool {
+        matches!(self, Change::Field("passwords" | "ids" | "users"))
+    }
+}
+
 /// Collects the names of the fields that differ, in the order they are checked.
 #[derive(Default)]
 struct Fields(Vec<Change>);
@@ -345,26 +353,35 @@ pub(super) fn inbound(a: &InboundSpec, b: &InboundSpec) -> Vec<Change> {
             P::Trojan {
                 passwords: a,
                 transport: ta,
+                fallback: fa,
             },
             P::Trojan {
                 passwords: b,
                 transport: tb,
+                fallback: fb,
             },
         ) => {
             f.check("passwords", a, b);
             server_transport(&mut f, ta, tb);
+            f.check("fallback", fa, fb);
         }
         (
             P::Vless {
                 ids: a,
                 transport: ta,
+                fallback: fa,
             },
             P::Vless {
                 ids: b,
                 transport: tb,
+                fallback: fb,
             },
-        )
-        | (
+        ) => {
+            f.check("ids", a, b);
+            server_transport(&mut f, ta, tb);
+            f.check("fallback", fa, fb);
+        }
+        (
             P::Vmess {
                 ids: a,
                 transport: ta,

@@ -234,6 +234,43 @@ fn an_unchanged_inbound_is_reused_and_a_changed_one_rebuilt() {
 }
 
 #[test]
+fn a_change_of_users_only_keeps_the_inbound_and_any_other_change_rebuilds_it() {
+    let trojan_in = |passwords: &[&str], fallback: Option<std::net::SocketAddr>| {
+        let mut spec = fleet();
+        spec.inbounds.push(InboundSpec {
+            protocol: InboundProtocol::Trojan {
+                passwords: passwords.iter().map(|p| Secret(p.to_string())).collect(),
+                transport: InboundTransport {
+                    shape: ServerShape::Tcp,
+                    tls: None,
+                },
+                fallback,
+            },
+            ..socks_in("trojan-in", 8443)
+        });
+        spec
+    };
+    let state = DeployedState::initial(trojan_in(&["alice", "bob"], None));
+    let p = plan(&state, &trojan_in(&["alice", "carol"], None));
+    let kept = step(&p, Kind::Inbound, "trojan-in", "reuse").expect("reused");
+    assert_eq!((kept.version, &kept.reason), (1, &Reason::UsersChanged));
+    assert_eq!(
+        kept.reason.to_string(),
+        "users changed; kept, with its connections"
+    );
+    assert!(!p.summary().to_string().contains("alice"));
+
+    let p = plan(
+        &state,
+        &trojan_in(&["alice"], Some("127.0.0.1:80".parse().unwrap())),
+    );
+    assert_eq!(
+        built(&p, Kind::Inbound, "trojan-in"),
+        (2, Some(1), "passwords changed, fallback changed".into())
+    );
+}
+
+#[test]
 fn an_inbound_tls_change_is_named_by_what_changed_never_the_key() {
     let tls = |cert: &str, key: &str| ServerTls {
         cert_path: "cert.pem".into(),

@@ -1,7 +1,7 @@
 //! The protocol chains: the client speaks plain SOCKS5 to a proxy client
-//! (ours or the peer's own), which speaks shadowsocks, shadowsocks 2022 or
-//! trojan to the real server of that protocol (Hysteria 2: sing-box's), which connects to the
-//! bench's loopback servers. Every client of one protocol talks to the
+//! (ours or the peer's own), which speaks shadowsocks, shadowsocks 2022,
+//! trojan, vmess or vless to a real server of that protocol, which connects
+//! to the bench's loopback servers. Every client of one protocol talks to the
 //! same server program with the same method and key; the figures that
 //! compare the clients are the front's (the client's) own.
 
@@ -29,12 +29,29 @@ const SSLOCAL: &str = "sslocal";
 const SS_LOCAL: &str = "/usr/bin/ss-local";
 const SING_BOX: &str = "sing-box";
 const TROJAN: &str = "/usr/bin/trojan";
+const V2RAY: &str = "/usr/bin/v2ray";
+/// The vmess and vless user.
+const UUID: &str = "5a1e7c9d-3b2f-4e8a-9c61-0d4b8f2a7e13";
+/// The vmess body security of every vmess client.
+pub const VMESS_SECURITY: &str = "aes-128-gcm";
+/// The WebSocket path of the vless ws chain.
+const WS_PATH: &str = "/bench";
+/// The gRPC service of the vless grpc chain.
+const GRPC_SERVICE: &str = "bench.Tunnel";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
     Shadowsocks,
     Ss2022,
     Trojan,
+    /// vmess over TCP, to sing-box (v2ray 4.34's server drops the odd
+    /// connection of every client under the connection-rate runs).
+    Vmess,
+    /// vless over WebSocket and TLS, to v2ray.
+    VlessWs,
+    /// vless over gRPC and TLS, to sing-box (v2ray 4.34 has no gRPC).
+    VlessGrpc,
+    /// Hysteria 2 over QUIC, BBR on both ends, to sing-box.
     Hysteria2,
     /// Hysteria 2 end to end: each client in front of its own project's
     /// server (ours to ours, sing-box to sing-box).
@@ -42,10 +59,13 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 5] = [
+    pub const ALL: [Protocol; 8] = [
         Protocol::Shadowsocks,
         Protocol::Ss2022,
         Protocol::Trojan,
+        Protocol::Vmess,
+        Protocol::VlessWs,
+        Protocol::VlessGrpc,
         Protocol::Hysteria2,
         Protocol::Hysteria2Chain,
     ];
@@ -55,6 +75,11 @@ impl Protocol {
             Protocol::Shadowsocks => "shadowsocks AEAD (aes-256-gcm), server ssserver",
             Protocol::Ss2022 => "shadowsocks 2022 (2022-blake3-aes-256-gcm), server ssserver",
             Protocol::Trojan => "trojan (TLS), server trojan-gfw",
+            Protocol::Vmess => "vmess over tcp (aes-128-gcm), server sing-box",
+            Protocol::VlessWs => "vless over ws and tls, server v2ray 4.34",
+            Protocol::VlessGrpc => {
+                "vless over grpc and tls, server sing-box (v2ray 4.34 has no grpc)"
+            }
             Protocol::Hysteria2 => "hysteria2 (QUIC, BBR), server sing-box",
             Protocol::Hysteria2Chain => {
                 "hysteria2 (QUIC, BBR), full chains: ours to ours, sing-box to sing-box"
@@ -66,6 +91,18 @@ impl Protocol {
     /// its own path (QUIC datagrams); the others are compared on TCP alone.
     pub fn measures_udp(self) -> bool {
         matches!(self, Protocol::Hysteria2 | Protocol::Hysteria2Chain)
+    }
+
+    /// Whether the server presents the bench's certificate.
+    fn uses_tls(self) -> bool {
+        matches!(
+            self,
+            Protocol::Trojan
+                | Protocol::VlessWs
+                | Protocol::VlessGrpc
+                | Protocol::Hysteria2
+                | Protocol::Hysteria2Chain
+        )
     }
 }
 
@@ -80,6 +117,8 @@ pub enum Client {
     SingBox,
     /// trojan-gfw with `run_type` client.
     TrojanGfw,
+    /// v2ray 4.34 with a socks inbound and the protocol's outbound.
+    V2ray,
 }
 
 /// Where a program is: an absolute path, or a name looked up on PATH and
@@ -118,7 +157,8 @@ pub fn launch(
     let server_bin = match protocol {
         Protocol::Shadowsocks | Protocol::Ss2022 => require(SSSERVER),
         Protocol::Trojan => require(TROJAN),
-        Protocol::Hysteria2 => require(SING_BOX),
+        Protocol::VlessWs => require(V2RAY),
+        Protocol::Vmess | Protocol::VlessGrpc | Protocol::Hysteria2 => require(SING_BOX),
         // Our server needs no peer; sing-box's chain ends at sing-box.
         Protocol::Hysteria2Chain if client == Client::Etemenanki => Ok(PathBuf::new()),
         Protocol::Hysteria2Chain => require(SING_BOX),
@@ -129,23 +169,22 @@ pub fn launch(
         Client::SsLocal => require(SS_LOCAL),
         Client::SingBox => require(SING_BOX),
         Client::TrojanGfw => require(TROJAN),
+        Client::V2ray => require(V2RAY),
     };
     let (server_bin, client_bin) = match (server_bin, client_bin) {
         (Ok(server), Ok(client)) => (server, client),
         (Err(why), _) | (_, Err(why)) => return Ok(Launch::Skipped(why)),
     };
-    if protocol == Protocol::Trojan || protocol.measures_udp() {
+    if protocol.uses_tls() {
         if let Some(why) = pki::missing() {
             return Ok(Launch::Skipped(why));
         }
     }
     let server_dir = ScratchDir::new(&format!("{name}-server"))?;
-    let pki = match protocol {
-        Protocol::Trojan | Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
-            Some(Pki::make(server_dir.path())?)
-        }
-        _ => None,
-    };
+    let pki = protocol
+        .uses_tls()
+        .then(|| Pki::make(server_dir.path()))
+        .transpose()?;
     let server_addr = loopback(free_port()?);
     let ours_to_ours = protocol == Protocol::Hysteria2Chain && client == Client::Etemenanki;
     let mut command = Command::new(&server_bin);
@@ -169,23 +208,40 @@ pub fn launch(
             )?;
             command.arg("-c").arg(&config);
         }
-        Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
-            let pki = pki.as_ref().expect("hysteria2 has certificates");
-            let config = server_dir.path().join("sing-box-server.json");
+        Protocol::VlessWs => {
+            let pki = pki.as_ref().expect("vless over ws has certificates");
+            let config = server_dir.path().join("v2ray.json");
             std::fs::write(
                 &config,
-                hysteria2_server_config(server_addr.port(), &pki.cert, &pki.key),
+                v2ray_server_config(server_addr.port(), &pki.cert, &pki.key),
+            )?;
+            command.arg("-config").arg(&config);
+        }
+        Protocol::Vmess | Protocol::VlessGrpc | Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
+            let pair = pki.as_ref().map(|p| (p.cert.as_path(), p.key.as_path()));
+            let config = server_dir.path().join("sing-box.json");
+            std::fs::write(
+                &config,
+                sing_box_server_config(protocol, server_addr.port(), pair),
             )?;
             command.args(["run", "--disable-color", "-c"]).arg(&config);
         }
     }
-    let (server_name, ready): (&'static str, Ready) = match protocol {
-        _ if ours_to_ours => ("etemenanki hysteria2 server", Ready::BoundUdp),
-        Protocol::Trojan => ("trojan-gfw server", Ready::Accepts),
-        Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
-            ("sing-box hysteria2 server", Ready::BoundUdp)
+    let server_name: &'static str = match protocol {
+        _ if ours_to_ours => "etemenanki hysteria2 server",
+        Protocol::Trojan => "trojan-gfw server",
+        Protocol::VlessWs => "v2ray server",
+        Protocol::Vmess | Protocol::VlessGrpc | Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
+            "sing-box server"
         }
-        _ => ("ssserver", Ready::Accepts),
+        Protocol::Shadowsocks | Protocol::Ss2022 => "ssserver",
+    };
+    // A QUIC server accepts no TCP connection: it is ready once its UDP
+    // port is bound.
+    let ready = if protocol.measures_udp() {
+        Ready::BoundUdp
+    } else {
+        Ready::Accepts
     };
     let server = if ours_to_ours {
         let pki = pki.as_ref().expect("hysteria2 has certificates");
@@ -252,6 +308,16 @@ pub fn launch(
             command.arg("-c").arg(&config);
             Proxy::spawn(name, command, front_addr, front_dir)?
         }
+        Client::V2ray => {
+            let config = front_dir.path().join("v2ray.json");
+            std::fs::write(
+                &config,
+                v2ray_client_config(protocol, front_addr.port(), server_addr.port(), ca),
+            )?;
+            let mut command = Command::new(&client_bin);
+            command.arg("-config").arg(&config);
+            Proxy::spawn(name, command, front_addr, front_dir)?
+        }
     };
     let (mut front, mut server) = (front, server);
     if let Err(e) = through(front.addr, echo) {
@@ -297,6 +363,26 @@ pub fn etemenanki_config(
              [outbound.stream]\nnetwork = \"tls\"\n\n\
              [outbound.stream.tls]\nca_file = \"{}\"\n\n\
              [outbound.settings]\npassword = \"{PASSWORD}\"\n",
+            ca.map(show).unwrap_or_default()
+        ),
+        Protocol::Vmess => format!(
+            "protocol = \"vmess\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.settings]\nid = \"{UUID}\"\nsecurity = \"{VMESS_SECURITY}\"\n"
+        ),
+        Protocol::VlessWs => format!(
+            "protocol = \"vless\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.stream]\nnetwork = \"ws\"\nsecurity = \"tls\"\n\n\
+             [outbound.stream.ws]\npath = \"{WS_PATH}\"\n\n\
+             [outbound.stream.tls]\nca_file = \"{}\"\n\n\
+             [outbound.settings]\nid = \"{UUID}\"\n",
+            ca.map(show).unwrap_or_default()
+        ),
+        Protocol::VlessGrpc => format!(
+            "protocol = \"vless\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.stream]\nnetwork = \"grpc\"\nsecurity = \"tls\"\n\n\
+             [outbound.stream.grpc]\nservice_name = \"{GRPC_SERVICE}\"\n\n\
+             [outbound.stream.tls]\nca_file = \"{}\"\n\n\
+             [outbound.settings]\nid = \"{UUID}\"\n",
             ca.map(show).unwrap_or_default()
         ),
         Protocol::Hysteria2 | Protocol::Hysteria2Chain => format!(
@@ -351,6 +437,23 @@ pub fn sing_box_config(
     "tls": {{ "enabled": true, "server_name": "127.0.0.1", "certificate_path": "{}" }} }}"#,
             ca.map(show).unwrap_or_default()
         ),
+        Protocol::Vmess => format!(
+            r#"{{ "type": "vmess", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
+    "uuid": "{UUID}", "security": "{VMESS_SECURITY}", "alter_id": 0 }}"#
+        ),
+        Protocol::VlessWs | Protocol::VlessGrpc => {
+            let transport = match protocol {
+                Protocol::VlessWs => format!(r#"{{ "type": "ws", "path": "{WS_PATH}" }}"#),
+                _ => format!(r#"{{ "type": "grpc", "service_name": "{GRPC_SERVICE}" }}"#),
+            };
+            format!(
+                r#"{{ "type": "vless", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
+    "uuid": "{UUID}",
+    "tls": {{ "enabled": true, "server_name": "127.0.0.1", "certificate_path": "{}" }},
+    "transport": {transport} }}"#,
+                ca.map(show).unwrap_or_default()
+            )
+        }
         Protocol::Hysteria2 | Protocol::Hysteria2Chain => format!(
             r#"{{ "type": "hysteria2", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
     "password": "{PASSWORD}",
@@ -368,34 +471,104 @@ pub fn sing_box_config(
     )
 }
 
-/// trojan-gfw serving `port` with the bench's certificate; what it does
-/// not authenticate goes to `fallback`.
-pub fn trojan_server_config(port: u16, fallback: u16, cert: &Path, key: &Path) -> String {
+/// v2ray's `streamSettings` of a vless ws chain: ws on the bench's path
+/// and TLS with `tls`'s fields (a server's certificate or a client's CA).
+fn v2ray_ws_tls(tls: &str) -> String {
     format!(
-        r#"{{ "run_type": "server",
-  "local_addr": "127.0.0.1", "local_port": {port},
-  "remote_addr": "127.0.0.1", "remote_port": {fallback},
-  "password": ["{PASSWORD}"],
-  "log_level": 3,
-  "ssl": {{ "cert": "{}", "key": "{}" }} }}
-"#,
-        show(cert),
-        show(key)
+        r#""streamSettings": {{ "network": "ws", "security": "tls",
+      "wsSettings": {{ "path": "{WS_PATH}" }},
+      "tlsSettings": {{ {tls} }} }}"#
     )
 }
 
-/// sing-box serving Hysteria 2 on UDP `port` with the bench's
-/// certificate, accepting the bench's password, then direct.
-pub fn hysteria2_server_config(port: u16, cert: &Path, key: &Path) -> String {
-    format!(
-        r#"{{ "log": {{ "level": "warn" }},
-  "inbounds": [{{ "type": "hysteria2", "tag": "hy2-in", "listen": "127.0.0.1", "listen_port": {port},
-    "users": [{{ "name": "bench", "password": "{PASSWORD}" }}],
-    "tls": {{ "enabled": true, "alpn": ["h3"], "certificate_path": "{}", "key_path": "{}" }} }}],
-  "outbounds": [{{ "type": "direct", "tag": "direct" }}] }}
-"#,
+/// v2ray 4.34 serving vless over ws and TLS with `cert` and `key` on
+/// `port`, to freedom.
+pub fn v2ray_server_config(port: u16, cert: &Path, key: &Path) -> String {
+    let stream = v2ray_ws_tls(&format!(
+        r#""certificates": [{{ "certificateFile": "{}", "keyFile": "{}" }}]"#,
         show(cert),
         show(key)
+    ));
+    format!(
+        r#"{{
+  "log": {{ "loglevel": "warning" }},
+  "inbounds": [{{ "listen": "127.0.0.1", "port": {port}, "protocol": "vless",
+    "settings": {{ "clients": [{{ "id": "{UUID}" }}], "decryption": "none" }},
+    {stream} }}],
+  "outbounds": [{{ "protocol": "freedom", "settings": {{}} }}]
+}}
+"#
+    )
+}
+
+/// v2ray 4.34 as the client: a socks inbound on 127.0.0.1, the vmess
+/// outbound, or the vless one over ws and TLS trusting `ca` alone and
+/// checking 127.0.0.1.
+pub fn v2ray_client_config(
+    protocol: Protocol,
+    port: u16,
+    server_port: u16,
+    ca: Option<&Path>,
+) -> String {
+    let outbound = match protocol {
+        Protocol::VlessWs => format!(
+            r#"{{ "protocol": "vless",
+    "settings": {{ "vnext": [{{ "address": "127.0.0.1", "port": {server_port},
+      "users": [{{ "id": "{UUID}", "encryption": "none" }}] }}] }},
+    {} }}"#,
+            v2ray_ws_tls(&format!(
+                r#""serverName": "127.0.0.1", "disableSystemRoot": true,
+        "certificates": [{{ "usage": "verify", "certificateFile": "{}" }}]"#,
+                ca.map(show).unwrap_or_default()
+            ))
+        ),
+        _ => format!(
+            r#"{{ "protocol": "vmess",
+    "settings": {{ "vnext": [{{ "address": "127.0.0.1", "port": {server_port},
+      "users": [{{ "id": "{UUID}", "alterId": 0, "security": "{VMESS_SECURITY}" }}] }}] }} }}"#
+        ),
+    };
+    format!(
+        r#"{{
+  "log": {{ "loglevel": "warning" }},
+  "inbounds": [{{ "listen": "127.0.0.1", "port": {port}, "protocol": "socks",
+    "settings": {{ "auth": "noauth", "udp": false, "ip": "127.0.0.1" }} }}],
+  "outbounds": [{outbound}]
+}}
+"#
+    )
+}
+
+/// sing-box serving vmess over TCP, or vless over gRPC and TLS (with
+/// `pair`, the certificate and key), on `port`, to direct.
+pub fn sing_box_server_config(
+    protocol: Protocol,
+    port: u16,
+    pair: Option<(&Path, &Path)>,
+) -> String {
+    let inbound = match (protocol, pair) {
+        (Protocol::VlessGrpc, Some((cert, key))) => format!(
+            r#""type": "vless", "users": [{{ "uuid": "{UUID}" }}],
+    "tls": {{ "enabled": true, "certificate_path": "{}", "key_path": "{}" }},
+    "transport": {{ "type": "grpc", "service_name": "{GRPC_SERVICE}" }}"#,
+            show(cert),
+            show(key)
+        ),
+        (Protocol::Hysteria2 | Protocol::Hysteria2Chain, Some((cert, key))) => format!(
+            r#""type": "hysteria2", "users": [{{ "name": "bench", "password": "{PASSWORD}" }}],
+    "tls": {{ "enabled": true, "alpn": ["h3"], "certificate_path": "{}", "key_path": "{}" }}"#,
+            show(cert),
+            show(key)
+        ),
+        _ => format!(r#""type": "vmess", "users": [{{ "uuid": "{UUID}", "alterId": 0 }}]"#),
+    };
+    format!(
+        r#"{{
+  "log": {{ "level": "warn" }},
+  "inbounds": [{{ {inbound}, "tag": "in", "listen": "127.0.0.1", "listen_port": {port} }}],
+  "outbounds": [{{ "type": "direct", "tag": "direct" }}]
+}}
+"#
     )
 }
 
@@ -407,6 +580,22 @@ pub fn etemenanki_hysteria2_server_config(port: u16, cert: &Path, key: &Path) ->
          [inbound.stream.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n\n\
          [inbound.settings]\npassword = \"{PASSWORD}\"\n\n\
          [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n",
+        show(cert),
+        show(key)
+    )
+}
+
+/// trojan-gfw serving `port` with the bench's certificate; what it does
+/// not authenticate goes to `fallback`.
+pub fn trojan_server_config(port: u16, fallback: u16, cert: &Path, key: &Path) -> String {
+    format!(
+        r#"{{ "run_type": "server",
+  "local_addr": "127.0.0.1", "local_port": {port},
+  "remote_addr": "127.0.0.1", "remote_port": {fallback},
+  "password": ["{PASSWORD}"],
+  "log_level": 3,
+  "ssl": {{ "cert": "{}", "key": "{}" }} }}
+"#,
         show(cert),
         show(key)
     )
@@ -442,6 +631,22 @@ mod tests {
             assert!(sing_box.contains(r#""listen": "127.0.0.1", "listen_port": 1000"#));
             assert!(sing_box.contains(r#""server": "127.0.0.1", "server_port": 2000"#));
         }
+        let server = sing_box_server_config(Protocol::Vmess, 2000, None);
+        assert!(server.contains(r#""type": "vmess""#));
+        let pair = (ca.as_path(), ca.as_path());
+        let server = v2ray_server_config(2000, &ca, &ca);
+        assert!(server.contains(r#""protocol": "vless""#));
+        assert!(server.contains(r#""network": "ws", "security": "tls""#));
+        for protocol in [Protocol::Vmess, Protocol::VlessWs] {
+            let client = v2ray_client_config(protocol, 1000, 2000, Some(&ca));
+            assert!(client.contains(r#""listen": "127.0.0.1", "port": 1000"#));
+            assert!(client.contains(r#""address": "127.0.0.1", "port": 2000"#));
+        }
+        let server = sing_box_server_config(Protocol::VlessGrpc, 2000, Some(pair));
+        assert!(server.contains(r#""listen": "127.0.0.1", "listen_port": 2000"#));
+        assert!(server.contains(r#""type": "grpc""#));
+        let ours = etemenanki_config(Protocol::VlessGrpc, 1000, 2000, Some(&ca));
+        assert!(ours.contains("network = \"grpc\"\nsecurity = \"tls\"\n"));
         let ours = etemenanki_config(Protocol::Trojan, 1000, 2000, Some(&ca));
         assert!(ours.contains("network = \"tls\"\n"));
         assert!(ours.contains("ca_file = \"/scratch/ca.pem\"\n"));

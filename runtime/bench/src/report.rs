@@ -202,7 +202,7 @@ impl Table {
             out.push_str("(a -tls column is a chain: its proxy rows are the front, its server rows the TLS socks server)\n");
         }
         if self.subjects.iter().any(|s| s.protocol().is_some()) {
-            out.push_str("(an ss-, ss2022- or trojan- column is a protocol chain: its proxy rows are the client's, its server rows the real server's)\n");
+            out.push_str("(an ss-, ss2022-, trojan-, vmess- or vless- column is a protocol chain: its proxy rows are the client's, its server rows the real server's)\n");
         }
         for &subject in &self.subjects {
             let reasons: Vec<(Figure, &String)> = Figure::ALL

@@ -1,8 +1,8 @@
 //! What the benchmark measures: the same work done directly, through each
 //! Debian peer, through Etemenanki, through chains of two proxies that
 //! speak SOCKS over TLS between them, and through protocol chains: a
-//! client (ours or a peer's) in front of a real shadowsocks, trojan or
-//! Hysteria 2 server.
+//! client (ours or a peer's) in front of a real shadowsocks, trojan,
+//! vmess, vless or Hysteria 2 server.
 
 use crate::protocol::{Client, Protocol};
 
@@ -47,6 +47,24 @@ pub enum Subject {
     TrojanGfw,
     /// ... sing-box.
     TrojanSingBox,
+    /// VMess over TCP (aes-128-gcm) to v2ray: our runtime.
+    VmessEtemenanki,
+    /// ... v2ray's own client.
+    #[value(name = "vmess-v2ray")]
+    VmessV2ray,
+    /// ... sing-box.
+    VmessSingBox,
+    /// VLESS over WebSocket and TLS to v2ray: our runtime.
+    VlessWsEtemenanki,
+    /// ... v2ray's own client.
+    #[value(name = "vless-ws-v2ray")]
+    VlessWsV2ray,
+    /// ... sing-box.
+    VlessWsSingBox,
+    /// VLESS over gRPC and TLS to sing-box: our runtime.
+    VlessGrpcEtemenanki,
+    /// ... sing-box's own client (v2ray 4.34 has no gRPC).
+    VlessGrpcSingBox,
     /// Hysteria 2 to sing-box's hysteria2 inbound over QUIC: our runtime.
     #[value(name = "hy2-etemenanki")]
     Hy2Etemenanki,
@@ -73,7 +91,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 14] = [
+    pub const PROTOCOL_CHAINS: [Subject; 22] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -84,6 +102,14 @@ impl Subject {
         Subject::TrojanEtemenanki,
         Subject::TrojanGfw,
         Subject::TrojanSingBox,
+        Subject::VmessEtemenanki,
+        Subject::VmessV2ray,
+        Subject::VmessSingBox,
+        Subject::VlessWsEtemenanki,
+        Subject::VlessWsV2ray,
+        Subject::VlessWsSingBox,
+        Subject::VlessGrpcEtemenanki,
+        Subject::VlessGrpcSingBox,
         Subject::Hy2Etemenanki,
         Subject::Hy2SingBox,
         Subject::Hy2Ours,
@@ -110,6 +136,14 @@ impl Subject {
             Subject::TrojanEtemenanki => "trojan-etemenanki",
             Subject::TrojanGfw => "trojan-gfw",
             Subject::TrojanSingBox => "trojan-sing-box",
+            Subject::VmessEtemenanki => "vmess-etemenanki",
+            Subject::VmessV2ray => "vmess-v2ray",
+            Subject::VmessSingBox => "vmess-sing-box",
+            Subject::VlessWsEtemenanki => "vless-ws-etemenanki",
+            Subject::VlessWsV2ray => "vless-ws-v2ray",
+            Subject::VlessWsSingBox => "vless-ws-sing-box",
+            Subject::VlessGrpcEtemenanki => "vless-grpc-etemenanki",
+            Subject::VlessGrpcSingBox => "vless-grpc-sing-box",
             Subject::Hy2Etemenanki => "hy2-etemenanki",
             Subject::Hy2SingBox => "hy2-sing-box",
             Subject::Hy2Ours => "hy2-etemenanki-to-etemenanki",
@@ -136,6 +170,14 @@ impl Subject {
             Subject::TrojanEtemenanki => (Protocol::Trojan, Client::Etemenanki),
             Subject::TrojanGfw => (Protocol::Trojan, Client::TrojanGfw),
             Subject::TrojanSingBox => (Protocol::Trojan, Client::SingBox),
+            Subject::VmessEtemenanki => (Protocol::Vmess, Client::Etemenanki),
+            Subject::VmessV2ray => (Protocol::Vmess, Client::V2ray),
+            Subject::VmessSingBox => (Protocol::Vmess, Client::SingBox),
+            Subject::VlessWsEtemenanki => (Protocol::VlessWs, Client::Etemenanki),
+            Subject::VlessWsV2ray => (Protocol::VlessWs, Client::V2ray),
+            Subject::VlessWsSingBox => (Protocol::VlessWs, Client::SingBox),
+            Subject::VlessGrpcEtemenanki => (Protocol::VlessGrpc, Client::Etemenanki),
+            Subject::VlessGrpcSingBox => (Protocol::VlessGrpc, Client::SingBox),
             Subject::Hy2Etemenanki => (Protocol::Hysteria2, Client::Etemenanki),
             Subject::Hy2SingBox => (Protocol::Hysteria2, Client::SingBox),
             Subject::Hy2Ours => (Protocol::Hysteria2Chain, Client::Etemenanki),

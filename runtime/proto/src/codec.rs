@@ -210,3 +210,16 @@ pub trait ServerRequest {
     /// Appends what the client is told when the dial failed with `error`.
     fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>);
 }
+
+/// For the server cores' tests, which all feed their core random bytes: a
+/// deterministic stream of them (xorshift64) from `seed`, which must not be
+/// zero.
+#[cfg(test)]
+pub(crate) fn noise(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}

@@ -20,7 +20,7 @@ use etemenanki_ir::state::DeployedState;
 use crate::balancer::{Balancer, Member};
 use crate::dial::Dialer;
 use crate::id::OutboundId;
-use crate::inbound::Inbound;
+use crate::inbound::{Inbound, Users};
 use crate::outbound::Outbound;
 use crate::plane::{Plane, Target};
 use crate::resolve::Dns;
@@ -97,6 +97,8 @@ struct Prepared {
     balancers: HashMap<String, Arc<Balancer>>,
     /// Newly bound inbounds, not yet accepting.
     new_inbounds: HashMap<String, Inbound>,
+    /// The next users of reused inbounds whose users changed.
+    users_of: HashMap<String, Users>,
     plane: Plane,
 }
 
@@ -155,6 +157,7 @@ impl Runtime {
         let mut outbounds = HashMap::new();
         let mut balancers = HashMap::new();
         let mut new_inbounds = HashMap::new();
+        let mut users_of = HashMap::new();
         for step in steps {
             match (step.kind, step.action) {
                 (Kind::Outbound, Action::Build { .. }) => {
@@ -198,15 +201,26 @@ impl Runtime {
                         inbound_spec,
                         self.limits.clone(),
                         self.plane.clone(),
+                        dialer.clone(),
                         handoff,
                     )
                     .map_err(fail)?;
                     new_inbounds.insert(step.tag.clone(), bound);
                 }
-                (Kind::Inbound, Action::Reuse)
-                    if !old.is_some_and(|o| o.inbounds.contains_key(&step.tag)) =>
-                {
-                    return Err(missing(step));
+                (Kind::Inbound, Action::Reuse) => {
+                    let running = old
+                        .and_then(|o| o.inbounds.get(&step.tag))
+                        .ok_or_else(|| missing(step))?;
+                    if step.reason == Reason::UsersChanged {
+                        let inbound_spec = spec.inbound(&step.tag).ok_or_else(|| missing(step))?;
+                        let users = running.with_users(inbound_spec).map_err(|e| {
+                            format!(
+                                "building the users of inbound {}@v{} failed: {e}",
+                                step.tag, step.version
+                            )
+                        })?;
+                        users_of.insert(step.tag.clone(), users);
+                    }
                 }
                 _ => {}
             }
@@ -262,6 +276,7 @@ impl Runtime {
             outbounds,
             balancers,
             new_inbounds,
+            users_of,
             plane,
         })
     }
@@ -275,6 +290,7 @@ impl Runtime {
             outbounds,
             balancers,
             mut new_inbounds,
+            mut users_of,
             plane,
         } = prepared;
         self.plane.store(Arc::new(plane));
@@ -317,6 +333,9 @@ impl Runtime {
                 }
                 (Kind::Inbound, Action::Reuse) => {
                     if let Some(running) = old.as_mut().and_then(|o| o.inbounds.remove(&step.tag)) {
+                        if let Some(users) = users_of.remove(&step.tag) {
+                            running.take_users(users);
+                        }
                         inbounds.insert(step.tag.clone(), running);
                     }
                 }

@@ -79,6 +79,20 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
         framed
     }
 
+    /// Frames `inner` as [`Framed::new`] does, with `header` (a server's
+    /// answer to the handshake, sent in clear of the framing) staged to go
+    /// out ahead of the first frame.
+    pub fn with_header(inner: S, codec: C, ahead: &[u8], header: &[u8]) -> Self {
+        let mut framed = Self::new(inner, codec, ahead);
+        if !header.is_empty() {
+            let mut buf = buffers::take(BUF.max(header.len()));
+            buf[..header.len()].copy_from_slice(header);
+            framed.staged = 0..header.len();
+            framed.write = Some(buf);
+        }
+        framed
+    }
+
     /// The stream the frames travel on.
     pub fn get_ref(&self) -> &S {
         &self.inner

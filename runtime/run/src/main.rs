@@ -19,6 +19,7 @@ mod plan_file;
 mod plane;
 mod relay;
 mod route;
+mod stream_datagrams;
 
 use etemenanki_transport::{dial, resolve};
 

@@ -1,17 +1,21 @@
 //! The server side of a transport: the listening socket, and what turns an
-//! accepted socket into the stream the protocol core reads.
+//! accepted socket into the streams the protocol core reads (seed 003
+//! step 2): TLS, then a WebSocket upgrade or an HTTP/2 connection whose
+//! gRPC calls are each a stream, all within the transport's time limit.
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use socket2::{Domain, SockRef, Socket, Type};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
-use etemenanki_ir::spec::ServerTls;
+use etemenanki_ir::spec::{Limits, ServerShape, ServerTls};
 
+use crate::grpc::{GrpcConnection, GrpcServer};
 use crate::keepalive::set_keepalive;
 use crate::tls::TlsAcceptor;
+use crate::ws::WsServer;
 use crate::Stream;
 
 const BACKLOG: i32 = 1024;
@@ -41,68 +45,121 @@ pub fn listen(addr: SocketAddr) -> io::Result<Socket> {
 /// that does not load fails the apply, never a connection.
 pub struct Acceptor {
     tls: Option<TlsAcceptor>,
+    shape: Shape,
+}
+
+/// What is layered over TCP or TLS.
+enum Shape {
+    Tcp,
+    Ws(WsServer),
+    Grpc(GrpcServer),
+}
+
+/// What one accepted socket became.
+///
+/// How an inbound serves it: a `Stream` as it is, in the socket's task. A
+/// `Grpc` connection stays in the socket's task, which loops on
+/// [`GrpcConnection::next`] and spawns one task per stream it yields, each
+/// holding a clone of the socket's live-connection permit, so that the slot
+/// is returned when the last of them ends. The loop must go on while those
+/// tasks run (h2 moves their bytes only inside `next`), until `next` says
+/// `None` or fails; dropping the connection ends every stream on it.
+///
+/// ```text
+/// match acceptor.accept(socket, &limits).await? {
+///     Accepted::Stream(stream) => serve(stream, session).await,
+///     Accepted::Grpc(mut connection) => {
+///         while let Some(stream) = connection.next().await {
+///             tokio::spawn(serve(stream?, session.clone()));
+///         }
+///     }
+/// }
+/// ```
+pub enum Accepted {
+    /// The one stream of a tcp, tls or ws transport.
+    Stream(Stream),
+    /// An HTTP/2 connection: each call it yields is a stream. See
+    /// [`GrpcConnection`] for how it must be driven. Boxed: h2's connection
+    /// state is over a KiB.
+    Grpc(Box<GrpcConnection>),
 }
 
 impl Acceptor {
-    pub fn build(tls: Option<&ServerTls>) -> io::Result<Acceptor> {
+    /// For `shape` under `tls` when present: an inbound's
+    /// `InboundTransport`, or `ServerShape::Tcp` for socks and http. The
+    /// TLS ALPN is the plan's, or http/1.1 for ws and h2 for grpc when the
+    /// plan names none.
+    pub fn build(shape: &ServerShape, tls: Option<&ServerTls>) -> io::Result<Acceptor> {
+        let (shape, alpn): (Shape, &[&str]) = match shape {
+            ServerShape::Tcp => (Shape::Tcp, &[]),
+            ServerShape::Ws { path } => (Shape::Ws(WsServer::new(path)), &["http/1.1"]),
+            ServerShape::Grpc { service_name } => {
+                (Shape::Grpc(GrpcServer::new(service_name)), &["h2"])
+            }
+        };
         Ok(Acceptor {
-            tls: tls.map(TlsAcceptor::build).transpose()?,
+            tls: tls.map(|tls| TlsAcceptor::build(tls, alpn)).transpose()?,
+            shape,
         })
     }
 
-    /// The stream of one accepted socket; a layered handshake must finish
-    /// within `limit`.
-    pub async fn accept(&self, socket: TcpStream, limit: Duration) -> io::Result<Stream> {
+    /// Takes one accepted socket through the transport's handshakes (TLS,
+    /// the WebSocket upgrade, the HTTP/2 preface), all of them together
+    /// within `limits.handshake_timeout`; the error at the limit names the
+    /// layer that was late (`tls handshake timed out`, `websocket handshake
+    /// timed out`, `grpc handshake timed out`). A gRPC connection's
+    /// liveness takes its time limits from `limits` too.
+    pub async fn accept(&self, socket: TcpStream, limits: &Limits) -> io::Result<Accepted> {
         // Elsewhere an accepted socket may not inherit the listener's options.
         #[cfg(not(target_os = "linux"))]
         {
             socket.set_nodelay(true).ok();
             set_keepalive(SockRef::from(&socket));
         }
-        let Some(tls) = &self.tls else {
-            return Ok(Stream::Tcp(socket));
+        let deadline = Instant::now() + limits.handshake_timeout;
+        let stream = match &self.tls {
+            None => Stream::Tcp(socket),
+            Some(tls) => {
+                let session = within(deadline, "tls handshake timed out", tls.accept(socket));
+                Stream::Tls(Box::new(session.await?))
+            }
         };
-        match tokio::time::timeout(limit, tls.accept(socket)).await {
-            Ok(session) => Ok(Stream::Tls(Box::new(session?))),
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "tls handshake timed out",
-            )),
+        Ok(match &self.shape {
+            Shape::Tcp => Accepted::Stream(stream),
+            Shape::Ws(ws) => {
+                let upgraded = within(deadline, "websocket handshake timed out", ws.accept(stream));
+                Accepted::Stream(Stream::Ws(Box::new(upgraded.await?)))
+            }
+            Shape::Grpc(grpc) => {
+                let connection = grpc.accept(stream, limits);
+                let connection = within(deadline, "grpc handshake timed out", connection).await?;
+                Accepted::Grpc(Box::new(connection))
+            }
+        })
+    }
+
+    /// A gRPC acceptor that pings every `interval`, for tests that watch a
+    /// client stop answering.
+    #[cfg(test)]
+    fn with_ping_interval(mut self, interval: std::time::Duration) -> Self {
+        if let Shape::Grpc(grpc) = self.shape {
+            self.shape = Shape::Grpc(grpc.with_ping_interval(interval));
         }
+        self
+    }
+}
+
+/// `handshake` by `deadline`, or a TimedOut error saying `late`.
+async fn within<T>(
+    deadline: Instant,
+    late: &'static str,
+    handshake: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    match tokio::time::timeout_at(deadline, handshake).await {
+        Ok(done) => done,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, late)),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::keepalive::{TCP_KEEPALIVE_IDLE, TCP_KEEPALIVE_INTERVAL};
-    use tokio::net::TcpListener;
-
-    #[tokio::test]
-    async fn accepted_sockets_have_nagle_off_and_keepalive_on() {
-        let socket = listen("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = socket.local_addr().unwrap().as_socket().unwrap();
-        let listener = TcpListener::from_std(std::net::TcpListener::from(socket)).unwrap();
-        let _client = TcpStream::connect(addr).await.unwrap();
-        let (accepted, _) = listener.accept().await.unwrap();
-        let mut stream = Acceptor::build(None)
-            .unwrap()
-            .accept(accepted, Duration::from_secs(10))
-            .await
-            .unwrap();
-        let socket = SockRef::from(&*stream.as_plain_tcp().unwrap());
-        assert!(
-            socket.tcp_nodelay().unwrap(),
-            "TCP_NODELAY on the accepted side"
-        );
-        assert!(
-            socket.keepalive().unwrap(),
-            "SO_KEEPALIVE on the accepted side"
-        );
-        assert_eq!(socket.tcp_keepalive_time().unwrap(), TCP_KEEPALIVE_IDLE);
-        assert_eq!(
-            socket.tcp_keepalive_interval().unwrap(),
-            TCP_KEEPALIVE_INTERVAL
-        );
-    }
-}
+pub(crate) mod tests;

@@ -8,7 +8,7 @@ use etemenanki_ir::spec::{AddressFamily, HostPort, StreamShape, Upstream};
 use socket2::SockRef;
 
 use crate::dial::Dialer;
-use crate::grpc::GrpcSettings;
+use crate::grpc::{self, GrpcSettings};
 use crate::keepalive::set_keepalive;
 use crate::resolve::{order, Resolver};
 use crate::tls::TlsConnector;
@@ -131,6 +131,32 @@ impl Connector {
     /// `first`, the stream's first bytes, inside its own handshake (a
     /// WebSocket's early data); returns how many of them it sent.
     pub async fn connect_sending(&self, first: &[u8]) -> io::Result<(Stream, usize)> {
+        if let Some(grpc) = &self.grpc {
+            // A stream on a shared connection; a new connection only when
+            // the pool has none with room.
+            let grpc = grpc
+                .open(|| async {
+                    let stream = self.dial().await?;
+                    self.within("grpc", grpc::handshake(stream)).await
+                })
+                .await?;
+            return Ok((Stream::Grpc(Box::new(grpc)), 0));
+        }
+        let stream = self.dial().await?;
+        match &self.ws {
+            None => Ok((stream, 0)),
+            Some(ws) => {
+                let early = ws.early(first);
+                let sent = early.map_or(0, |e| e.bytes.len());
+                let ws = self.within("websocket", ws.upgrade(stream, early)).await?;
+                Ok((Stream::Ws(Box::new(ws)), sent))
+            }
+        }
+    }
+
+    /// A TCP connection to the first address that answers, with keepalive
+    /// and TLS when the spec asks for it.
+    async fn dial(&self) -> io::Result<Stream> {
         let addrs = self.server_addrs().await?;
         if addrs.is_empty() {
             return Err(io::Error::new(
@@ -140,22 +166,11 @@ impl Connector {
         }
         let tcp = self.dialer.connect_any(&addrs).await?;
         set_keepalive(SockRef::from(&tcp));
-        let stream = match &self.tls {
-            None => Stream::Tcp(tcp),
-            Some(tls) => Stream::Tls(Box::new(self.within("tls", tls.connect(tcp)).await?)),
-        };
-        if let Some(grpc) = &self.grpc {
-            let grpc = self.within("grpc", grpc.open(stream)).await?;
-            return Ok((Stream::Grpc(Box::new(grpc)), 0));
-        }
-        match &self.ws {
-            None => Ok((stream, 0)),
-            Some(ws) => {
-                let early = ws.early(first);
-                let sent = early.map_or(0, |e| e.bytes.len());
-                let ws = self.within("websocket", ws.upgrade(stream, early)).await?;
-                Ok((Stream::Ws(Box::new(ws)), sent))
-            }
+        match &self.tls {
+            None => Ok(Stream::Tcp(tcp)),
+            Some(tls) => Ok(Stream::Tls(Box::new(
+                self.within("tls", tls.connect(tcp)).await?,
+            ))),
         }
     }
 

@@ -5,9 +5,12 @@
 //! - [`Connector`]: built once per apply from an upstream's transport spec,
 //!   it resolves the proxy server, connects, sets keepalive and layers TLS;
 //! - [`Acceptor`] and [`listen`]: the server side, the listening socket and
-//!   the TLS accept under its time limit;
-//! - [`ws`]: the WebSocket upgrade and its messages as a byte stream;
-//! - [`grpc`]: a gun tunnel on one HTTP/2 stream as a byte stream;
+//!   the TLS, WebSocket and HTTP/2 handshakes under their time limit,
+//!   yielding [`Accepted`] streams;
+//! - [`ws`]: the WebSocket upgrade (both sides) and its messages as a byte
+//!   stream;
+//! - [`grpc`]: a gun tunnel on one HTTP/2 stream as a byte stream, and the
+//!   server's connection that yields one per call;
 //! - [`Stream`]: the one stream type both sides hand the protocols, and
 //!   [`Prefixed`] for bytes read ahead of it.
 //!
@@ -25,7 +28,7 @@ mod stream;
 pub mod tls;
 pub mod ws;
 
-pub use acceptor::{listen, Acceptor};
+pub use acceptor::{listen, Accepted, Acceptor};
 pub use connector::Connector;
 pub use prefixed::Prefixed;
 pub use stream::Stream;

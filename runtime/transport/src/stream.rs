@@ -19,10 +19,12 @@ pub enum Stream {
     Tcp(TcpStream),
     /// Boxed: the TLS session is far larger than a socket.
     Tls(Box<SslStream<TcpStream>>),
-    /// Boxed: a WebSocket over TCP or TLS, with its buffers.
+    /// Boxed: a WebSocket over TCP or TLS, with its buffers, either side.
     Ws(Box<WsStream>),
-    /// Boxed: one HTTP/2 stream carrying gun messages; the connection under
-    /// it is driven by a task of its own.
+    /// Boxed: one HTTP/2 stream carrying gun messages, a client's call or
+    /// a server's answer to one; the connection under it is driven
+    /// elsewhere (a client's by a task of its own, a server's by whoever
+    /// awaits its `GrpcConnection::next`).
     Grpc(Box<GrpcStream>),
 }
 

@@ -128,9 +128,11 @@ pub struct TlsAcceptor {
 impl TlsAcceptor {
     /// From the certificate chain and key the compiler read into the plan; the
     /// first certificate of the chain is the server's own. ALPN is chosen from
-    /// `tls.alpn` in its order of preference; a client that offers none of
-    /// them is still served, without ALPN.
-    pub fn build(tls: &ServerTls) -> io::Result<TlsAcceptor> {
+    /// `tls.alpn` in its order of preference, or from `default_alpn` when the
+    /// plan names none (the ws transport passes `["http/1.1"]`, grpc
+    /// `["h2"]`, as the connector does); a client that offers none of them is
+    /// still served, without ALPN.
+    pub fn build(tls: &ServerTls, default_alpn: &[&str]) -> io::Result<TlsAcceptor> {
         let path = &tls.cert_path;
         let mut builder =
             SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(openssl_error)?;
@@ -161,7 +163,11 @@ impl TlsAcceptor {
                 reasons(&e)
             ))
         })?;
-        let alpn = alpn_wire(&tls.alpn)?;
+        let alpn = if tls.alpn.is_empty() {
+            alpn_wire(default_alpn)?
+        } else {
+            alpn_wire(&tls.alpn)?
+        };
         if !alpn.is_empty() {
             builder.set_alpn_select_callback(move |_, offered| {
                 select_alpn(&alpn, offered).ok_or(AlpnError::NOACK)
@@ -264,7 +270,7 @@ fn invalid(text: String) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use etemenanki_ir::spec::Secret;
     use openssl::asn1::Asn1Time;
@@ -278,7 +284,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
-    const NAME: &str = "proxy.etemenanki.test";
+    pub(crate) const NAME: &str = "proxy.etemenanki.test";
 
     fn key() -> PKey<Private> {
         let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
@@ -349,12 +355,12 @@ mod tests {
     }
 
     /// A CA and a server certificate for [`NAME`] it signed.
-    struct Pki {
-        ca_pem: Vec<u8>,
-        server: ServerTls,
+    pub(crate) struct Pki {
+        pub(crate) ca_pem: Vec<u8>,
+        pub(crate) server: ServerTls,
     }
 
-    fn pki() -> Pki {
+    pub(crate) fn pki() -> Pki {
         let ca_key = key();
         let ca = certificate(&name("etemenanki test ca"), &ca_key, None, None);
         let leaf_key = key();
@@ -370,7 +376,7 @@ mod tests {
         }
     }
 
-    fn client_spec(server_name: &str, verify: Verify, alpn: &[&str]) -> TlsSpec {
+    pub(crate) fn client_spec(server_name: &str, verify: Verify, alpn: &[&str]) -> TlsSpec {
         TlsSpec {
             server_name: server_name.into(),
             verify,
@@ -378,7 +384,7 @@ mod tests {
         }
     }
 
-    fn custom_ca(pem: &[u8]) -> Verify {
+    pub(crate) fn custom_ca(pem: &[u8]) -> Verify {
         Verify::CustomCa {
             path: "ca.pem".into(),
             pem: pem.to_vec(),
@@ -393,7 +399,7 @@ mod tests {
         spec: &TlsSpec,
         default_alpn: &[&str],
     ) -> (io::Result<Option<Vec<u8>>>, io::Result<Option<Vec<u8>>>) {
-        let acceptor = TlsAcceptor::build(server).unwrap();
+        let acceptor = TlsAcceptor::build(server, &[]).unwrap();
         let connector = TlsConnector::build(spec, default_alpn).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -538,7 +544,7 @@ mod tests {
         let mut garbage = pki.server.clone();
         garbage.key_pem =
             Secret(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".to_vec());
-        let error = TlsAcceptor::build(&garbage).err().unwrap();
+        let error = TlsAcceptor::build(&garbage, &[]).err().unwrap();
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         assert!(
             error
@@ -549,7 +555,7 @@ mod tests {
 
         let mut mismatched = pki.server.clone();
         mismatched.key_pem = Secret(key().private_key_to_pem_pkcs8().unwrap());
-        let error = TlsAcceptor::build(&mismatched).err().unwrap();
+        let error = TlsAcceptor::build(&mismatched, &[]).err().unwrap();
         assert_eq!(
             error.to_string(),
             "the key does not match the certificate server.pem: key values mismatch"
@@ -557,7 +563,7 @@ mod tests {
 
         let mut empty = pki.server.clone();
         empty.cert_pem = b"no certificate".to_vec();
-        let error = TlsAcceptor::build(&empty).err().unwrap();
+        let error = TlsAcceptor::build(&empty, &[]).err().unwrap();
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(error.to_string(), "no certificate in server.pem");
     }
@@ -588,7 +594,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_plaintext_client_fails_the_accept_with_openssl_reason() {
-        let acceptor = TlsAcceptor::build(&pki().server).unwrap();
+        let acceptor = TlsAcceptor::build(&pki().server, &[]).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let client = async {

@@ -195,6 +195,7 @@ const INBOUND: &[(&str, Shape)] = &[
     ("psk", Setting),
     ("users", Setting),
     ("obfs", Block),
+    ("fallback", Setting),
     ("tls", Block),
     ("ws", Block),
     ("grpc", Block),
@@ -256,6 +257,7 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
         psk: take(cx, &f, "psk", |cx, v| cx.secret(v)),
         users: take_secrets(cx, &f, "users"),
         obfs: f.block("obfs").and_then(|b| obfs(cx, b)),
+        fallback: take(cx, &f, "fallback", |cx, v| cx.socket_addr_text(v)),
     };
     let has_settings = [
         "udp",
@@ -268,6 +270,7 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
         "psk",
         "users",
         "obfs",
+        "fallback",
     ]
     .iter()
     .any(|k| f.key_span(k).is_some());

@@ -69,6 +69,14 @@ impl Incoming {
         }
     }
 
+    /// Past the peer's salt, whose chunks `opener` has begun to open.
+    pub fn resumed(master: MasterKey, opener: ChunkOpener) -> Incoming {
+        Incoming {
+            master,
+            opener: Some(opener),
+        }
+    }
+
     /// Opens what starts `buf`: the salt, a frame with no payload; then one
     /// chunk a call. An error is final.
     pub fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {

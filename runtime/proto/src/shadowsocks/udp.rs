@@ -40,72 +40,106 @@ impl SsDatagram {
         to: &Address,
         salt: &[u8],
     ) -> io::Result<Range<usize>> {
-        let salt_len = self.master.salt_len();
-        if salt.len() != salt_len {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "shadowsocks: the salt's length does not match the method",
-            ));
-        }
-        let address = address_len(to);
-        let start = Self::HEADROOM - address - salt_len;
-        let end = Self::HEADROOM + len + TAG_LEN;
-        let packet = buf.get_mut(start..end).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "frame larger than the client runtime's buffer",
-            )
-        })?;
-        let (head, sealed) = packet.split_at_mut(salt_len);
-        head.copy_from_slice(salt);
-        put_address(to, &mut sealed[..address]);
-        self.master
-            .session_key(salt)?
-            .seal_in_place(&Nonce::ZERO, &[], sealed)?;
-        Ok(start..end)
+        seal(&self.master, buf, len, to, salt)
     }
 }
 
+/// The most a packet puts before its payload: the longest salt and the
+/// longest address.
+pub const HEADROOM: usize = MAX_SALT_LEN + MAX_ADDRESS_LEN;
+/// What a packet puts after its payload: the tag.
+pub const TAILROOM: usize = TAG_LEN;
+
+/// Seals the `len` payload bytes at `buf[HEADROOM..HEADROOM + len]` under
+/// `salt`, naming `peer` (the destination toward a server, the source back
+/// from it), where they lie; returns the range of `buf` the packet occupies.
+pub(super) fn seal(
+    master: &MasterKey,
+    buf: &mut [u8],
+    len: usize,
+    peer: &Address,
+    salt: &[u8],
+) -> io::Result<Range<usize>> {
+    let salt_len = master.salt_len();
+    if salt.len() != salt_len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "shadowsocks: the salt's length does not match the method",
+        ));
+    }
+    let address = address_len(peer);
+    let start = HEADROOM - address - salt_len;
+    let end = HEADROOM + len + TAG_LEN;
+    let packet = buf.get_mut(start..end).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "frame larger than the client runtime's buffer",
+        )
+    })?;
+    let (head, sealed) = packet.split_at_mut(salt_len);
+    head.copy_from_slice(salt);
+    put_address(peer, &mut sealed[..address]);
+    master
+        .session_key(salt)?
+        .seal_in_place(&Nonce::ZERO, &[], sealed)?;
+    Ok(start..end)
+}
+
+/// [`seal`] under a fresh random salt.
+pub(super) fn seal_fresh(
+    master: &MasterKey,
+    buf: &mut [u8],
+    len: usize,
+    peer: &Address,
+) -> io::Result<Range<usize>> {
+    let mut salt = [0; MAX_SALT_LEN];
+    let salt = &mut salt[..master.salt_len()];
+    random_salt(salt)?;
+    seal(master, buf, len, peer, salt)
+}
+
+/// Opens the whole of `buf` as one packet, in place. A packet never needs
+/// more bytes: one too short or unauthentic is an error, for the caller to
+/// drop.
+pub(super) fn open(master: &MasterKey, buf: &mut [u8]) -> io::Result<Packet> {
+    let salt_len = master.salt_len();
+    if buf.len() < salt_len + TAG_LEN {
+        return Err(short());
+    }
+    let (salt, sealed) = buf.split_at_mut(salt_len);
+    let opened = master
+        .session_key(salt)?
+        .open_in_place(&Nonce::ZERO, &[], sealed)?;
+    let (peer, used) = match read_address(&sealed[..opened]) {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "shadowsocks: udp packet shorter than its address",
+            ))
+        }
+        Err(reason) => return Err(io::Error::new(io::ErrorKind::InvalidData, reason)),
+    };
+    Ok(Packet {
+        consumed: buf.len(),
+        peer,
+        payload: salt_len + used..salt_len + opened,
+    })
+}
+
 impl DatagramCodec for SsDatagram {
-    /// The longest salt and the longest address.
-    const HEADROOM: usize = MAX_SALT_LEN + MAX_ADDRESS_LEN;
-    const TAILROOM: usize = TAG_LEN;
+    const HEADROOM: usize = HEADROOM;
+    const TAILROOM: usize = TAILROOM;
 
     fn seal_to(&mut self, buf: &mut [u8], len: usize, to: &Address) -> io::Result<Range<usize>> {
-        let mut salt = [0; MAX_SALT_LEN];
-        let salt = &mut salt[..self.master.salt_len()];
-        random_salt(salt)?;
-        self.seal_with_salt(buf, len, to, salt)
+        seal_fresh(&self.master, buf, len, to)
     }
 
     /// Opens the whole of `buf` as one packet. A packet never needs more
     /// bytes: one too short or unauthentic is an error, for the caller to
     /// drop.
     fn open_from(&mut self, buf: &mut [u8]) -> io::Result<Option<Packet>> {
-        let salt_len = self.master.salt_len();
-        if buf.len() < salt_len + TAG_LEN {
-            return Err(short());
-        }
-        let (salt, sealed) = buf.split_at_mut(salt_len);
-        let opened = self
-            .master
-            .session_key(salt)?
-            .open_in_place(&Nonce::ZERO, &[], sealed)?;
-        let (peer, used) = match read_address(&sealed[..opened]) {
-            Ok(Some(found)) => found,
-            Ok(None) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "shadowsocks: udp packet shorter than its address",
-                ))
-            }
-            Err(reason) => return Err(io::Error::new(io::ErrorKind::InvalidData, reason)),
-        };
-        Ok(Some(Packet {
-            consumed: buf.len(),
-            peer,
-            payload: salt_len + used..salt_len + opened,
-        }))
+        open(&self.master, buf).map(Some)
     }
 }
 

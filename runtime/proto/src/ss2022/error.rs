@@ -33,6 +33,18 @@ pub enum Ss2022Error {
     Address,
     /// A caller's payload that does not fit one chunk or one packet.
     PayloadTooLong,
+    /// A request header, or a client packet, not of the client type.
+    NotClient,
+    /// A client's timestamp more than 30 s from ours.
+    ClientTimestamp,
+    /// An identity header that names none of the inbound's users.
+    UnknownUser,
+    /// A request whose salt this inbound has seen.
+    ReplayedSalt,
+    /// A client packet given to the state of another session or user.
+    SessionMismatch,
+    /// A request's address field that does not parse.
+    RequestAddress,
     /// A caller's buffer too short for what it should hold.
     BufferTooSmall,
 }
@@ -61,6 +73,16 @@ impl Ss2022Error {
             Self::Short => "shadowsocks-2022: a packet shorter than its headers",
             Self::Address => "shadowsocks-2022: a reply's address does not parse",
             Self::PayloadTooLong => "shadowsocks-2022: a payload too long for one record",
+            Self::NotClient => "shadowsocks-2022: the client's header is not of the client type",
+            Self::ClientTimestamp => {
+                "shadowsocks-2022: the client's timestamp is more than 30 s from ours"
+            }
+            Self::UnknownUser => "shadowsocks-2022: the identity header names no user",
+            Self::ReplayedSalt => "shadowsocks-2022: a replayed salt",
+            Self::SessionMismatch => {
+                "shadowsocks-2022: a packet for another client session or user"
+            }
+            Self::RequestAddress => "shadowsocks-2022: the request's address does not parse",
             Self::BufferTooSmall => "shadowsocks-2022: the buffer is too short for the record",
         }
     }
@@ -82,7 +104,13 @@ impl Ss2022Error {
             | Self::Replayed
             | Self::SessionChurn
             | Self::Short
-            | Self::Address => io::ErrorKind::InvalidData,
+            | Self::Address
+            | Self::NotClient
+            | Self::ClientTimestamp
+            | Self::UnknownUser
+            | Self::ReplayedSalt
+            | Self::RequestAddress => io::ErrorKind::InvalidData,
+            Self::SessionMismatch => io::ErrorKind::InvalidInput,
         }
     }
 }

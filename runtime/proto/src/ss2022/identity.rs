@@ -21,14 +21,19 @@ pub struct Identity {
 
 impl Identity {
     pub fn new(psk: Key, next: &Key) -> Result<Identity, Ss2022Error> {
-        let mut next_hash = [0; BLOCK_LEN];
-        next_hash.copy_from_slice(&blake3::hash(next.as_bytes()).as_bytes()[..BLOCK_LEN]);
         Ok(Identity {
             block: Block::new(psk.as_bytes())?,
             psk,
-            next_hash,
+            next_hash: hash16(next),
         })
     }
+}
+
+/// blake3(key)[..16], the name an identity header gives a key.
+pub fn hash16(key: &Key) -> [u8; BLOCK_LEN] {
+    let mut hash = [0; BLOCK_LEN];
+    hash.copy_from_slice(&blake3::hash(key.as_bytes()).as_bytes()[..BLOCK_LEN]);
+    hash
 }
 
 /// Appends the identity headers of a TCP request whose salt is `salt`.

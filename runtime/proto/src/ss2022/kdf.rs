@@ -22,7 +22,7 @@ pub(super) struct Key {
 }
 
 impl Key {
-    fn new(bytes: &[u8], len: usize) -> Result<Key, Ss2022Error> {
+    pub fn new(bytes: &[u8], len: usize) -> Result<Key, Ss2022Error> {
         if bytes.len() != len {
             return Err(Ss2022Error::KeyLength);
         }
@@ -71,6 +71,16 @@ pub(super) fn identity_block(ipsk: &Key, salt: &[u8]) -> Result<Block, Ss2022Err
     Block::new(derive(IDENTITY_SUBKEY, ipsk, salt).as_bytes())
 }
 
+/// The AEAD of a method's streams, and whether it is an AES method (whose
+/// UDP headers are AES blocks, and which alone has identity headers).
+pub(super) fn algorithm_of(method: Ss2022Method) -> (Algorithm, bool) {
+    match method {
+        Ss2022Method::Blake3Aes128Gcm => (Algorithm::Aes128Gcm, true),
+        Ss2022Method::Blake3Aes256Gcm => (Algorithm::Aes256Gcm, true),
+        Ss2022Method::Blake3Chacha20Poly1305 => (Algorithm::ChaCha20Poly1305, false),
+    }
+}
+
 /// Everything an outbound's flows are keyed from.
 pub struct Keys {
     algorithm: Algorithm,
@@ -103,11 +113,7 @@ impl Keys {
             .iter()
             .map(|ipsk| Key::new(ipsk, len))
             .collect::<Result<Vec<_>, _>>()?;
-        let (algorithm, aes) = match method {
-            Ss2022Method::Blake3Aes128Gcm => (Algorithm::Aes128Gcm, true),
-            Ss2022Method::Blake3Aes256Gcm => (Algorithm::Aes256Gcm, true),
-            Ss2022Method::Blake3Chacha20Poly1305 => (Algorithm::ChaCha20Poly1305, false),
-        };
+        let (algorithm, aes) = algorithm_of(method);
         if !aes && !ipsks.is_empty() {
             return Err(Ss2022Error::IdentityNeedsAes);
         }

@@ -1,4 +1,4 @@
-//! Shadowsocks 2022 (SIP022), the client side: TCP streams and UDP
+//! Shadowsocks 2022 (SIP022), client and server: TCP streams and UDP
 //! sessions, single-user or through identity headers (SIP023) for
 //! multi-user servers.
 //!
@@ -14,21 +14,28 @@
 //!   2022-blake3-chacha20-poly1305; replies are checked against a sliding
 //!   window of packet ids per server session.
 //!
+//! The server half is [`server`]: [`server::Users`], the TCP core and its
+//! stream codec, and the UDP client sessions.
+//!
 //! Time is the caller's: the request is stamped with the `now` it passes,
 //! and replies are checked against the clock it hands in. Fresh salts,
 //! session ids and nonces come from the system's CSPRNG (ring).
 
 mod address;
 mod block;
+mod chunks;
 mod error;
 mod identity;
 mod kdf;
 mod random;
 mod replay;
+pub mod server;
 mod stream;
 mod udp;
 mod udp_aes;
 mod udp_chacha;
+mod udp_server;
+mod users;
 
 pub use error::Ss2022Error;
 pub use kdf::Keys;
@@ -66,4 +73,25 @@ fn unix_secs(time: std::time::SystemTime) -> u64 {
 /// Whether a peer's timestamp lies within the window around `now`.
 fn timestamp_fresh(timestamp: u64, now: std::time::SystemTime) -> bool {
     unix_secs(now).abs_diff(timestamp) <= TIMESTAMP_WINDOW_SECS
+}
+
+#[cfg(test)]
+mod tests {
+    use etemenanki_ir::spec::Ss2022Method;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    pub const METHODS: [Ss2022Method; 3] = [
+        Ss2022Method::Blake3Aes128Gcm,
+        Ss2022Method::Blake3Aes256Gcm,
+        Ss2022Method::Blake3Chacha20Poly1305,
+    ];
+
+    pub fn t0() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
+    }
+
+    /// A PSK of the method's length, every byte `byte`.
+    pub fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
+        vec![byte; method.key_len()]
+    }
 }

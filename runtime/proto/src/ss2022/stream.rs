@@ -16,51 +16,21 @@ use std::io;
 use std::ops::Range;
 use std::time::SystemTime;
 
+use super::chunks::{seal_chunk, Chunks, Sealed, LENGTH_RECORD};
 use super::kdf::{session_key, Key};
 use super::{
     address, identity, random, timestamp_fresh, unix_secs, Keys, Ss2022Error, MAX_KEY_LEN,
     MAX_PAYLOAD, MAX_RECORD_LEN,
 };
-use crate::aead::{Algorithm, Nonce, SessionKey, TAG_LEN};
+use crate::aead::{Algorithm, TAG_LEN};
 use crate::codec::{ClientCodec, ClientStep, Opened, StreamCodec};
 use crate::Address;
 
 const CLIENT_STREAM: u8 = 0;
 const SERVER_STREAM: u8 = 1;
-/// A sealed length: two bytes and a tag.
-const LENGTH_RECORD: usize = 2 + TAG_LEN;
 /// The response header's plaintext, longest: type, timestamp, a 32-byte
 /// request salt, length.
 const RESPONSE_HEADER_MAX: usize = 1 + 8 + MAX_KEY_LEN + 2;
-
-/// One direction's key and nonce.
-struct Sealed {
-    key: SessionKey,
-    nonce: Nonce,
-}
-
-impl Sealed {
-    fn new(key: SessionKey) -> Sealed {
-        Sealed {
-            key,
-            nonce: Nonce::ZERO,
-        }
-    }
-
-    /// Seals `record`, its last TAG_LEN bytes the tag's room.
-    fn seal(&mut self, record: &mut [u8]) -> io::Result<()> {
-        self.key.seal_in_place(&self.nonce, &[], record)?;
-        self.nonce.increment();
-        Ok(())
-    }
-
-    /// Opens `record` in place; returns its plaintext length.
-    fn open(&mut self, record: &mut [u8]) -> io::Result<usize> {
-        let len = self.key.open_in_place(&self.nonce, &[], record)?;
-        self.nonce.increment();
-        Ok(len)
-    }
-}
 
 pub struct Ss2022Stream {
     algorithm: Algorithm,
@@ -71,12 +41,8 @@ pub struct Ss2022Stream {
     send: Sealed,
     /// The request, sealed when the flow is built, until `start` hands it out.
     request: Vec<u8>,
-    /// The response's key, once its salt and header are opened.
-    recv: Option<Sealed>,
-    /// A payload chunk whose length is known, starting `at` bytes into what
-    /// the caller presents: after a length record, or right after the
-    /// header, which holds the first length.
-    pending: Option<(usize, usize)>,
+    /// The response's chunks, once its salt and header are opened.
+    recv: Option<Chunks>,
     /// The caller's clock, read when the response header arrives: the
     /// server stamps it when its first byte leaves, which may be long
     /// after the dial.
@@ -142,7 +108,6 @@ impl Ss2022Stream {
             send,
             request,
             recv: None,
-            pending: None,
             clock,
         })
     }
@@ -177,8 +142,7 @@ impl Ss2022Stream {
             plain[9 + salt_len],
             plain[10 + salt_len],
         ]));
-        self.recv = Some(sealed);
-        self.pending = Some((0, first));
+        self.recv = Some(Chunks::after_header(sealed, first));
         Ok(Opened::Frame {
             consumed: header_len,
             payload: header_len..header_len,
@@ -208,48 +172,14 @@ impl StreamCodec for Ss2022Stream {
     const MAX_PAYLOAD: usize = MAX_PAYLOAD;
 
     fn seal(&mut self, buf: &mut [u8], len: usize) -> io::Result<Range<usize>> {
-        if len > MAX_PAYLOAD {
-            return Err(Ss2022Error::PayloadTooLong.into());
-        }
-        let end = LENGTH_RECORD + len + TAG_LEN;
-        let chunk = buf.get_mut(..end).ok_or(Ss2022Error::BufferTooSmall)?;
-        let (length, payload) = chunk.split_at_mut(LENGTH_RECORD);
-        // len <= 0xFFFF.
-        length[..2].copy_from_slice(&(len as u16).to_be_bytes());
-        self.send.seal(length)?;
-        self.send.seal(payload)?;
-        Ok(0..end)
+        seal_chunk(&mut self.send, buf, len)
     }
 
     fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
-        let Some(sealed) = &mut self.recv else {
-            return self.open_header(buf);
-        };
-        let (at, len) = match self.pending {
-            Some(known) => known,
-            None => {
-                let Some(record) = buf.first_chunk::<LENGTH_RECORD>() else {
-                    return Ok(Opened::NeedMore {
-                        needed: LENGTH_RECORD,
-                    });
-                };
-                let mut record = *record;
-                sealed.open(&mut record)?;
-                let len = usize::from(u16::from_be_bytes([record[0], record[1]]));
-                self.pending = Some((LENGTH_RECORD, len));
-                (LENGTH_RECORD, len)
-            }
-        };
-        let end = at + len + TAG_LEN;
-        let Some(chunk) = buf.get_mut(at..end) else {
-            return Ok(Opened::NeedMore { needed: end });
-        };
-        sealed.open(chunk)?;
-        self.pending = None;
-        Ok(Opened::Frame {
-            consumed: end,
-            payload: at..at + len,
-        })
+        match &mut self.recv {
+            Some(chunks) => chunks.open(buf),
+            None => self.open_header(buf),
+        }
     }
 }
 
@@ -258,27 +188,15 @@ mod tests {
     use super::*;
     use crate::aead::AeadError;
     use crate::ss2022::identity::tests::{hash16, peel_tcp};
+    use crate::ss2022::tests::{psk, t0, METHODS};
     use etemenanki_ir::spec::Ss2022Method;
-    use std::time::{Duration, UNIX_EPOCH};
+    use std::time::Duration;
 
-    const METHODS: [Ss2022Method; 3] = [
-        Ss2022Method::Blake3Aes128Gcm,
-        Ss2022Method::Blake3Aes256Gcm,
-        Ss2022Method::Blake3Chacha20Poly1305,
-    ];
-
-    fn t0() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
-    }
     fn t0_plus_29() -> SystemTime {
         t0() + Duration::from_secs(29)
     }
     fn t0_plus_31() -> SystemTime {
         t0() + Duration::from_secs(31)
-    }
-
-    fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
-        vec![byte; method.key_len()]
     }
 
     fn dest() -> Address {

@@ -24,8 +24,8 @@ use super::{BLOCK_LEN, MAX_IDENTITIES};
 use crate::aead::{SessionKey, TAG_LEN};
 use crate::Address;
 
-const CLIENT_PACKET: u8 = 0;
-const SERVER_PACKET: u8 = 1;
+pub(super) const CLIENT_PACKET: u8 = 0;
+pub(super) const SERVER_PACKET: u8 = 1;
 /// Type, timestamp and padding length.
 pub(super) const MESSAGE_HEADER: usize = 1 + 8 + 2;
 /// A reply's: type, timestamp, client session id, padding length.
@@ -244,24 +244,10 @@ mod tests {
     use crate::ss2022::block::Block;
     use crate::ss2022::identity::tests::{hash16, peel_udp};
     use crate::ss2022::kdf::{session_key, Key};
+    use crate::ss2022::tests::{psk, t0, METHODS};
     use chacha20poly1305::aead::AeadInOut;
     use chacha20poly1305::{KeyInit, XChaCha20Poly1305, XNonce};
     use etemenanki_ir::spec::Ss2022Method;
-    use std::time::UNIX_EPOCH;
-
-    const METHODS: [Ss2022Method; 3] = [
-        Ss2022Method::Blake3Aes128Gcm,
-        Ss2022Method::Blake3Aes256Gcm,
-        Ss2022Method::Blake3Chacha20Poly1305,
-    ];
-
-    fn t0() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_750_000_000)
-    }
-
-    fn psk(method: Ss2022Method, byte: u8) -> Vec<u8> {
-        vec![byte; method.key_len()]
-    }
 
     fn dns() -> Address {
         Address::Ip("192.0.2.53:53".parse().unwrap())

@@ -11,12 +11,14 @@
 use std::io;
 use std::ops::Range;
 
+use super::block::Block;
+use super::identity::Identity;
 use super::kdf::session_key;
 use super::udp::{Known, UdpSession, REPLY_HEADER};
 use super::{identity, Keys, Ss2022Error, BLOCK_LEN};
 use crate::aead::{Nonce, SessionKey, TAG_LEN};
 
-fn nonce_of(separate: &[u8; BLOCK_LEN]) -> Nonce {
+pub fn nonce_of(separate: &[u8; BLOCK_LEN]) -> Nonce {
     Nonce::new(separate[4..].try_into().expect("12 bytes"))
 }
 
@@ -31,15 +33,33 @@ pub fn seal(
     message: usize,
 ) -> io::Result<usize> {
     let block = keys.request_block().ok_or(Ss2022Error::KeyLength)?;
-    let start = message - BLOCK_LEN * (1 + keys.identities().len());
+    seal_with(
+        block,
+        keys.identities(),
+        key,
+        session_id,
+        packet_id,
+        buf,
+        message,
+    )
+}
+
+/// [`seal`] with the separate header sealed by `block`, followed by the
+/// identity headers of `identities` (none for a server's reply).
+pub fn seal_with(
+    block: &Block,
+    identities: &[Identity],
+    key: &SessionKey,
+    session_id: &[u8; 8],
+    packet_id: u64,
+    buf: &mut [u8],
+    message: usize,
+) -> io::Result<usize> {
+    let start = message - BLOCK_LEN * (1 + identities.len());
     let mut separate = [0; BLOCK_LEN];
     separate[..8].copy_from_slice(session_id);
     separate[8..].copy_from_slice(&packet_id.to_be_bytes());
-    identity::write_udp(
-        keys.identities(),
-        &separate,
-        &mut buf[start + BLOCK_LEN..message],
-    );
+    identity::write_udp(identities, &separate, &mut buf[start + BLOCK_LEN..message]);
     key.seal_in_place(&nonce_of(&separate), &[], &mut buf[message..])?;
     block.encrypt(&mut separate);
     buf[start..start + BLOCK_LEN].copy_from_slice(&separate);

@@ -49,7 +49,20 @@ pub fn open(
     session: &mut UdpSession,
     buf: &mut [u8],
 ) -> io::Result<(Known, u64, Range<usize>)> {
-    if buf.len() < NONCE_LEN + IDS + REPLY_HEADER + TAG_LEN {
+    let (server_id, packet_id, message) = open_in_place(aead, buf, REPLY_HEADER)?;
+    let known = session.find(&server_id, packet_id, || Ok(None))?;
+    Ok((known, packet_id, message))
+}
+
+/// Opens a packet whose message header is at least `header` bytes, in
+/// place: its session id, packet id, and the range of its message header
+/// and payload.
+pub fn open_in_place(
+    aead: &XChaCha20Poly1305,
+    buf: &mut [u8],
+    header: usize,
+) -> io::Result<([u8; 8], u64, Range<usize>)> {
+    if buf.len() < NONCE_LEN + IDS + header + TAG_LEN {
         return Err(Ss2022Error::Short.into());
     }
     let end = buf.len() - TAG_LEN;
@@ -59,8 +72,7 @@ pub fn open(
     let tag = Tag::try_from(&*tag).map_err(|_| AeadError::Cipher)?;
     aead.decrypt_inout_detached(&nonce, &[], data.into(), &tag)
         .map_err(|_| AeadError::Unauthentic)?;
-    let server_id: [u8; 8] = data[..8].try_into().expect("8 bytes");
+    let session_id: [u8; 8] = data[..8].try_into().expect("8 bytes");
     let packet_id = u64::from_be_bytes(data[8..IDS].try_into().expect("8 bytes"));
-    let known = session.find(&server_id, packet_id, || Ok(None))?;
-    Ok((known, packet_id, NONCE_LEN + IDS..end))
+    Ok((session_id, packet_id, NONCE_LEN + IDS..end))
 }

@@ -1,6 +1,6 @@
-//! Trojan (trojan-gfw's protocol), the client side: the password's hash,
-//! the request that opens a tunnel or a UDP association, and the framing of
-//! UDP packets inside the tunnel.
+//! Trojan (trojan-gfw's protocol): the password's hash, the request that
+//! opens a tunnel or a UDP association, the framing of UDP packets inside
+//! the tunnel (the same both ways), and the server core ([`server`]).
 //!
 //! ```text
 //! request: hex(SHA224(password)) CRLF CMD ATYP DST.ADDR DST.PORT CRLF
@@ -13,6 +13,7 @@
 
 mod password;
 mod request;
+pub mod server;
 mod udp;
 
 pub use password::PasswordHash;

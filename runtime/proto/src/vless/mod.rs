@@ -1,6 +1,6 @@
-//! VLESS, client side: the request header a stream opens with, the
-//! response header the server puts in front of its first bytes, and the
-//! length-prefixed UDP packets of a UDP request.
+//! VLESS: the request header a stream opens with, the response header the
+//! server puts in front of its first bytes, the length-prefixed UDP
+//! packets of a UDP request, and the server core ([`server`]).
 //!
 //! Request: version 0, the 16-byte user id, an addons length of 0 (no
 //! addons), the command (1 TCP, 2 UDP), the port big-endian, then the
@@ -12,6 +12,7 @@
 
 mod request;
 mod response;
+pub mod server;
 mod udp;
 
 pub use request::{Request, REQUEST_HEADER_MAX};
@@ -24,6 +25,8 @@ const VERSION: u8 = 0;
 
 const COMMAND_TCP: u8 = 1;
 const COMMAND_UDP: u8 = 2;
+/// Xray's mux.cool, which this server refuses.
+const COMMAND_MUX: u8 = 3;
 
 const ATYP_V4: u8 = 1;
 const ATYP_DOMAIN: u8 = 2;
@@ -52,4 +55,40 @@ fn write_port_address(addr: &Address, out: &mut Vec<u8>) {
             out.extend_from_slice(name);
         }
     }
+}
+
+/// Reads the port and the address [`write_port_address`] writes (VMess's
+/// request header names its target the same way) from the start of `buf`.
+/// `Ok(None)` means more bytes are needed; `Err` an unknown address type
+/// or a name that is no host name.
+pub(crate) fn read_port_address(buf: &[u8]) -> Result<Option<(Address, usize)>, ()> {
+    let (Some(port), Some(&atyp)) = (buf.first_chunk::<2>(), buf.get(2)) else {
+        return Ok(None);
+    };
+    let port = u16::from_be_bytes(*port);
+    let rest = &buf[3..];
+    let (address, used) = match atyp {
+        ATYP_V4 => match rest.first_chunk::<4>() {
+            Some(ip) => (Address::Ip((*ip, port).into()), 4),
+            None => return Ok(None),
+        },
+        ATYP_V6 => match rest.first_chunk::<16>() {
+            Some(ip) => (Address::Ip((*ip, port).into()), 16),
+            None => return Ok(None),
+        },
+        ATYP_DOMAIN => {
+            let Some(&len) = rest.first() else {
+                return Ok(None);
+            };
+            let len = usize::from(len);
+            let Some(name) = rest.get(1..1 + len) else {
+                return Ok(None);
+            };
+            let name = std::str::from_utf8(name).map_err(|_| ())?;
+            let address = Address::from_host(name, port).ok_or(())?;
+            (address, 1 + len)
+        }
+        _ => return Err(()),
+    };
+    Ok(Some((address, 3 + used)))
 }

@@ -14,7 +14,8 @@ use crate::Address;
 /// The framing of one UDP request's stream.
 pub struct UdpFraming {
     target: Address,
-    /// The response header is in front of the first reply only.
+    /// No response header is (any longer) in front of the next packet:
+    /// the client's view has one before the first reply, the server's none.
     header_skipped: bool,
 }
 
@@ -24,6 +25,17 @@ impl UdpFraming {
         UdpFraming {
             target,
             header_skipped: false,
+        }
+    }
+
+    /// The server's framing of a request to `target`: the client's packets
+    /// follow its request with no header, each bound for `target`, and the
+    /// response header in front of the replies is the request's to stage
+    /// (`on_connected`), so every reply is one packet.
+    pub fn server(target: Address) -> Self {
+        UdpFraming {
+            target,
+            header_skipped: true,
         }
     }
 }

@@ -11,7 +11,7 @@
 //! timestamps must be the time: the caller passes both the time and the
 //! four bytes.
 
-use aes::cipher::{BlockCipherEncrypt, KeyInit};
+use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use aes::Aes128;
 
 use super::kdf::{kdf16, AUTH_ID_KEY};
@@ -36,6 +36,17 @@ impl AuthIdKey {
         self.0.encrypt_block(&mut block);
         block.into()
     }
+
+    /// The server's side: the timestamp of `id`, if it decrypts under this
+    /// key to a block whose CRC holds.
+    pub fn open(&self, id: &[u8; 16]) -> Option<u64> {
+        let mut block = (*id).into();
+        self.0.decrypt_block(&mut block);
+        let block: [u8; 16] = block.into();
+        let (head, crc) = block.split_last_chunk::<4>()?;
+        let (time, _random) = head.split_first_chunk::<8>()?;
+        (u32::from_be_bytes(*crc) == crc32(head)).then(|| u64::from_be_bytes(*time))
+    }
 }
 
 /// CRC-32 (IEEE 802.3, reflected, as zlib's and Go's `ChecksumIEEE`), by
@@ -50,29 +61,6 @@ pub fn crc32(bytes: &[u8]) -> u32 {
         }
     }
     !crc
-}
-
-#[cfg(test)]
-pub mod opener {
-    //! The server's side of the auth id, for tests: decrypt and check.
-    use aes::cipher::{BlockCipherDecrypt, KeyInit};
-    use aes::Aes128;
-
-    use super::crc32;
-    use crate::vmess::kdf::{kdf16, AUTH_ID_KEY};
-
-    /// The timestamp and random bytes of `id`, if its CRC holds.
-    pub fn open(cmd_key: &[u8; 16], id: &[u8; 16]) -> Option<(u64, [u8; 4])> {
-        let aes = Aes128::new(&kdf16(cmd_key, [AUTH_ID_KEY]).into());
-        let mut block = (*id).into();
-        aes.decrypt_block(&mut block);
-        let block: [u8; 16] = block.into();
-        let crc = u32::from_be_bytes(block[12..].try_into().ok()?);
-        (crc == crc32(&block[..12])).then(|| {
-            let time = u64::from_be_bytes(block[..8].try_into().unwrap_or_default());
-            (time, block[8..12].try_into().unwrap_or_default())
-        })
-    }
 }
 
 #[cfg(test)]
@@ -93,9 +81,9 @@ mod tests {
         let cmd = cmd_key(&[0x11; 16]);
         let key = AuthIdKey::new(&cmd);
         let id = key.seal(1_703_242_500, [1, 2, 3, 4]);
-        assert_eq!(opener::open(&cmd, &id), Some((1_703_242_500, [1, 2, 3, 4])));
+        assert_eq!(key.open(&id), Some(1_703_242_500));
         assert_eq!(
-            opener::open(&cmd_key(&[0x22; 16]), &id),
+            AuthIdKey::new(&cmd_key(&[0x22; 16])).open(&id),
             None,
             "another user"
         );

@@ -1,12 +1,14 @@
 //! The body of one direction, in chunks:
 //!
 //! ```text
-//! sealed:  [ length ^ mask: 2 ][ payload, sealed ][ tag: 16 ][ padding ]
-//! masked:  [ length ^ mask: 2 ][ payload ]
+//! sealed:  [ length (^ mask): 2 ][ payload, sealed ][ tag: 16 ][ padding ]
+//! none:    [ length (^ mask): 2 ][ payload ][ padding, packets only ]
 //! raw:     the payload as it is (zero on a stream)
 //! ```
 //!
-//! The length counts everything after it, padding included; a chunk whose
+//! as the request's options lay it out ([`Layout`]): the length is masked
+//! under chunk masking, and padded under global padding. It counts
+//! everything after it, padding included; a chunk whose
 //! length is only its tag and padding ends the direction. Chunk `n` is
 //! sealed under the nonce `[n as u16, big-endian][iv[2..12]]`, the count
 //! wrapping as v2ray's does. The ChaCha20-Poly1305 key is
@@ -18,7 +20,7 @@ use std::ops::Range;
 use md5::{Digest, Md5};
 
 use super::mask::{Filler, Mask, MAX_PADDING};
-use super::security::{Framing, Security};
+use super::security::{Layout, Security};
 use crate::aead::{AeadError, Algorithm, Nonce, SessionKey, TAG_LEN};
 use crate::codec::Opened;
 
@@ -81,7 +83,7 @@ impl ChunkCipher {
 
 /// Seals one direction's chunks in place.
 pub struct BodySealer {
-    framing: Framing,
+    layout: Layout,
     cipher: Option<ChunkCipher>,
     mask: Mask,
     filler: Filler,
@@ -96,8 +98,18 @@ impl BodySealer {
         body: &BodyKey,
         padding_seed: &[u8; 32],
     ) -> io::Result<Self> {
+        Self::with_layout(security, security.layout(packets), body, padding_seed)
+    }
+
+    /// As [`BodySealer::new`], laid out as a request's options say.
+    pub fn with_layout(
+        security: Security,
+        layout: Layout,
+        body: &BodyKey,
+        padding_seed: &[u8; 32],
+    ) -> io::Result<Self> {
         Ok(Self {
-            framing: security.framing(packets),
+            layout,
             cipher: ChunkCipher::new(security, body)?,
             mask: Mask::new(&body.iv),
             filler: Filler::new(padding_seed),
@@ -114,31 +126,31 @@ impl BodySealer {
                 "vmess: a chunk too long to seal",
             )
         };
-        match (self.framing, &mut self.cipher) {
-            (Framing::Raw, _) => Ok(HEADROOM..HEADROOM + len),
-            (Framing::Masked, _) | (Framing::Sealed, None) => {
-                let size = u16::try_from(len).map_err(|_| too_long())?;
-                let chunk = buf
-                    .get_mut(..HEADROOM + len)
-                    .ok_or(AeadError::BufferTooSmall)?;
-                let mask = self.mask.length_mask();
-                chunk[..HEADROOM].copy_from_slice(&(size ^ mask).to_be_bytes());
-                Ok(0..HEADROOM + len)
-            }
-            (Framing::Sealed, Some(cipher)) => {
-                let padding = self.mask.padding_len();
-                let end = HEADROOM + len + TAG_LEN + padding;
-                let size = u16::try_from(end - HEADROOM).map_err(|_| too_long())?;
-                let chunk = buf.get_mut(..end).ok_or(AeadError::BufferTooSmall)?;
-                let mask = self.mask.length_mask();
-                chunk[..HEADROOM].copy_from_slice(&(size ^ mask).to_be_bytes());
-                let nonce = cipher.next_nonce();
-                let (sealed, padding) = chunk[HEADROOM..].split_at_mut(len + TAG_LEN);
-                cipher.key.seal_in_place(&nonce, &[], sealed)?;
-                self.filler.fill(padding);
-                Ok(0..end)
-            }
+        if !self.layout.chunked {
+            return Ok(HEADROOM..HEADROOM + len);
         }
+        let padding = if self.layout.padded {
+            self.mask.padding_len()
+        } else {
+            0
+        };
+        let tag = if self.cipher.is_some() { TAG_LEN } else { 0 };
+        let end = HEADROOM + len + tag + padding;
+        let size = u16::try_from(end - HEADROOM).map_err(|_| too_long())?;
+        let chunk = buf.get_mut(..end).ok_or(AeadError::BufferTooSmall)?;
+        let mask = if self.layout.masked {
+            self.mask.length_mask()
+        } else {
+            0
+        };
+        chunk[..HEADROOM].copy_from_slice(&(size ^ mask).to_be_bytes());
+        let (sealed, padding) = chunk[HEADROOM..].split_at_mut(len + tag);
+        if let Some(cipher) = &mut self.cipher {
+            let nonce = cipher.next_nonce();
+            cipher.key.seal_in_place(&nonce, &[], sealed)?;
+        }
+        self.filler.fill(padding);
+        Ok(0..end)
     }
 }
 
@@ -149,7 +161,7 @@ impl BodySealer {
 /// allows (sing-box does under `none`), more than a client buffer holds.
 /// A sealed chunk, and any chunk of packets, is opened whole.
 pub struct BodyOpener {
-    framing: Framing,
+    layout: Layout,
     /// Masked chunks may be handed out in pieces.
     in_pieces: bool,
     cipher: Option<ChunkCipher>,
@@ -163,11 +175,16 @@ pub struct BodyOpener {
 
 impl BodyOpener {
     pub fn new(security: Security, packets: bool, body: &BodyKey) -> io::Result<Self> {
-        let framing = security.framing(packets);
+        Self::with_layout(security, security.layout(packets), body)
+    }
+
+    /// As [`BodyOpener::new`], laid out as a request's options say.
+    pub fn with_layout(security: Security, layout: Layout, body: &BodyKey) -> io::Result<Self> {
+        let cipher = ChunkCipher::new(security, body)?;
         Ok(Self {
-            framing,
-            in_pieces: framing == Framing::Masked && !packets,
-            cipher: ChunkCipher::new(security, body)?,
+            layout,
+            in_pieces: layout.chunked && !layout.packets && cipher.is_none(),
+            cipher,
             mask: Mask::new(&body.iv),
             pending: None,
             left: 0,
@@ -178,7 +195,7 @@ impl BodyOpener {
     /// first two bytes without changing them, so bytes given back with
     /// NeedMore are the same next time. An error is final.
     pub fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
-        if self.framing == Framing::Raw {
+        if !self.layout.chunked {
             return Ok(match buf.len() {
                 0 => Opened::NeedMore { needed: 1 },
                 n => Opened::Frame {
@@ -205,11 +222,17 @@ impl BodyOpener {
                 let Some(&[a, b]) = buf.first_chunk::<HEADROOM>() else {
                     return Ok(Opened::NeedMore { needed: HEADROOM });
                 };
-                let padding = match self.framing {
-                    Framing::Sealed => self.mask.padding_len(),
-                    _ => 0,
+                let padding = if self.layout.padded {
+                    self.mask.padding_len()
+                } else {
+                    0
                 };
-                let size = usize::from(u16::from_be_bytes([a, b]) ^ self.mask.length_mask());
+                let mask = if self.layout.masked {
+                    self.mask.length_mask()
+                } else {
+                    0
+                };
+                let size = usize::from(u16::from_be_bytes([a, b]) ^ mask);
                 if size < tag + padding {
                     return Err(invalid("vmess: a chunk shorter than its tag and padding"));
                 }

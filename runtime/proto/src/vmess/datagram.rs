@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use super::body::{BodyOpener, BodySealer, HEADROOM, TAILROOM};
 use super::response::ResponseOpener;
+use super::security::Layout;
 use super::session::Session;
 use crate::codec::{DatagramCodec, Opened, Packet};
 use crate::Address;
@@ -39,6 +40,21 @@ impl VmessDatagram {
                 session.response_auth,
             )?),
             opener: BodyOpener::new(session.security, true, &session.response)?,
+            target,
+            opened: 0,
+        })
+    }
+
+    /// The server's side of a UDP request's `session` to `target`, laid
+    /// out as its options say: packets opened from the client are bound for
+    /// `target`, and the response header is staged before the first reply
+    /// by the request, not by this codec.
+    pub fn server(session: &Session, layout: Layout, target: Address) -> io::Result<Self> {
+        let (sealer, opener) = session.server_body(layout)?;
+        Ok(Self {
+            sealer,
+            response: None,
+            opener,
             target,
             opened: 0,
         })

@@ -26,21 +26,21 @@ use super::kdf::{
     cmd_key, kdf12, kdf16, HEADER_KEY, HEADER_LEN_KEY, HEADER_LEN_NONCE, HEADER_NONCE,
 };
 use super::security::Security;
-use crate::aead::{Algorithm, Nonce, SessionKey, TAG_LEN};
+use crate::aead::{AeadError, Algorithm, Nonce, SessionKey, TAG_LEN};
 use crate::codec::{ClientCodec, ClientStep};
 use crate::Address;
 
 /// The header's version byte.
-const VERSION: u8 = 1;
+pub(super) const VERSION: u8 = 1;
 /// The header before its address: version, IV, key, response auth,
 /// options, security, reserved, command.
-const FIXED: usize = 1 + 16 + 16 + 1 + 1 + 1 + 1 + 1;
+pub(super) const FIXED: usize = 1 + 16 + 16 + 1 + 1 + 1 + 1 + 1;
 /// The longest header in clear: the fixed part, the port, the longest
 /// address (a 255-byte name), 15 bytes of padding and the checksum.
-const PLAIN_MAX: usize = FIXED + 2 + 1 + 1 + 255 + 15 + 4;
+pub(super) const PLAIN_MAX: usize = FIXED + 2 + 1 + 1 + 255 + 15 + 4;
 /// What the auth id, the sealed length and the nonce take before the
 /// sealed header.
-const PREFIX: usize = 16 + 2 + TAG_LEN + 8;
+pub(super) const PREFIX: usize = 16 + 2 + TAG_LEN + 8;
 /// The longest sealed request header.
 pub const HEADER_MAX: usize = PREFIX + PLAIN_MAX + TAG_LEN;
 
@@ -68,9 +68,12 @@ impl User {
         }
     }
 
-    #[cfg(test)]
     pub fn cmd_key(&self) -> &[u8; 16] {
         &self.cmd_key
+    }
+
+    pub(super) fn auth_id(&self) -> &AuthIdKey {
+        &self.auth_id
     }
 }
 
@@ -176,7 +179,7 @@ impl Request {
 /// Seals `record` (plaintext then room for the tag) under the key and
 /// nonce KDF derives from the command key along `key_path` and
 /// `nonce_path`.
-fn seal(
+pub(super) fn seal(
     user: &User,
     key_path: [&[u8]; 3],
     nonce_path: [&[u8]; 3],
@@ -187,6 +190,20 @@ fn seal(
     let nonce = Nonce::new(kdf12(&user.cmd_key, nonce_path));
     key.seal_in_place(&nonce, aad, record)?;
     Ok(())
+}
+
+/// Opens `record` (ciphertext then tag) sealed as [`seal`] seals it;
+/// returns the plaintext's length.
+pub(super) fn open_record(
+    user: &User,
+    key_path: [&[u8]; 3],
+    nonce_path: [&[u8]; 3],
+    aad: &[u8],
+    record: &mut [u8],
+) -> Result<usize, AeadError> {
+    let key = SessionKey::new(Algorithm::Aes128Gcm, &kdf16(&user.cmd_key, key_path))?;
+    let nonce = Nonce::new(kdf12(&user.cmd_key, nonce_path));
+    key.open_in_place(&nonce, aad, record)
 }
 
 /// Writes the header in clear into `out`; returns its length.
@@ -202,7 +219,7 @@ fn write_plain(
     out[1..17].copy_from_slice(&entropy.body_iv);
     out[17..33].copy_from_slice(&entropy.body_key);
     out[33] = entropy.response_auth;
-    out[34] = security.framing(command == Command::Udp).options();
+    out[34] = security.layout(command == Command::Udp).options();
     out[35] = (padding as u8) << 4 | security.nibble();
     out[36] = 0;
     out[37] = command as u8;

@@ -1,7 +1,8 @@
-//! VMess, the AEAD variant (alterId 0), client side: the request header
+//! VMess, the AEAD variant (alterId 0): on the client the request header
 //! sealed at dial, the body securities, chunk masking and global padding,
 //! and the response header checked on the first read; TCP as a
-//! [`VmessStream`], UDP to one target as a [`VmessDatagram`].
+//! [`VmessStream`], UDP to one target as a [`VmessDatagram`]. The server
+//! core ([`server`]) opens the header and answers with the same codecs.
 //!
 //! Time and randomness are the caller's: a request takes `now`, the auth
 //! id's four bytes and an [`Entropy`], so tests are deterministic.
@@ -12,8 +13,10 @@ mod datagram;
 mod header;
 mod kdf;
 mod mask;
+mod replay;
 mod response;
 mod security;
+pub mod server;
 mod session;
 mod stream;
 #[cfg(test)]
@@ -22,7 +25,7 @@ mod test_support;
 pub use body::BodyKey;
 pub use datagram::VmessDatagram;
 pub use header::{Command, Entropy, Request, User, HEADER_MAX};
-pub use security::Security;
+pub use security::{Layout, Security};
 pub use session::Session;
 pub use stream::VmessStream;
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! The response auth must be the byte the request drew: it proves the
-//! answer is to this request. A command (v2ray's dynamic port) is skipped.
+//! answer is to this request. A command (v2ray's dynamic port) is skipped;
+//! a server ([`seal_header`]) sends none, and no options.
 
 use std::io;
 
@@ -16,7 +17,7 @@ use super::body::BodyKey;
 use super::kdf::{
     kdf12, kdf16, RESPONSE_KEY, RESPONSE_LEN_KEY, RESPONSE_LEN_NONCE, RESPONSE_NONCE,
 };
-use crate::aead::{Algorithm, Nonce, SessionKey, TAG_LEN};
+use crate::aead::{AeadError, Algorithm, Nonce, SessionKey, TAG_LEN};
 use crate::codec::Opened;
 
 /// The sealed length record.
@@ -24,6 +25,34 @@ const LENGTH: usize = 2 + TAG_LEN;
 /// The shortest and longest header in clear.
 const MIN: usize = 4;
 const MAX: usize = 4 + 255;
+
+/// The header a server sends: the length record and a header of MIN
+/// bytes.
+pub const SEALED_LEN: usize = LENGTH + MIN + TAG_LEN;
+
+/// The response header a server sends for a request whose response body
+/// key is `response` and whose response auth is `auth`.
+pub fn seal_header(response: &BodyKey, auth: u8) -> Result<[u8; SEALED_LEN], AeadError> {
+    let mut sealed = [0u8; SEALED_LEN];
+    let (length, header) = sealed.split_at_mut(LENGTH);
+    length[..2].copy_from_slice(&(MIN as u16).to_be_bytes());
+    SessionKey::new(
+        Algorithm::Aes128Gcm,
+        &kdf16(&response.key, [RESPONSE_LEN_KEY]),
+    )?
+    .seal_in_place(
+        &Nonce::new(kdf12(&response.iv, [RESPONSE_LEN_NONCE])),
+        &[],
+        length,
+    )?;
+    header[0] = auth;
+    SessionKey::new(Algorithm::Aes128Gcm, &kdf16(&response.key, [RESPONSE_KEY]))?.seal_in_place(
+        &Nonce::new(kdf12(&response.iv, [RESPONSE_NONCE])),
+        &[],
+        header,
+    )?;
+    Ok(sealed)
+}
 
 fn invalid(text: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, text)

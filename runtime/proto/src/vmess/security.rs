@@ -3,10 +3,13 @@
 
 use etemenanki_ir::spec::VmessSecurity;
 
-/// The request options VMess defines (only these are sent).
+/// The request options VMess defines.
 pub const OPTION_CHUNK_STREAM: u8 = 0x01;
 pub const OPTION_CHUNK_MASKING: u8 = 0x04;
 pub const OPTION_GLOBAL_PADDING: u8 = 0x08;
+/// Sealed chunk lengths (sing-box's `authenticated_length`), which this
+/// implementation does not speak.
+pub const OPTION_AUTHENTICATED_LENGTH: u8 = 0x10;
 
 /// The security of a request's body, `auto` resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,39 +47,83 @@ impl Security {
         }
     }
 
-    /// How a body under this security is framed, for a stream or for
-    /// packets.
-    pub fn framing(self, packets: bool) -> Framing {
-        match self {
-            Self::Aes128Gcm | Self::ChaCha20Poly1305 => Framing::Sealed,
-            Self::None => Framing::Masked,
-            Self::Zero if packets => Framing::Masked,
-            Self::Zero => Framing::Raw,
+    /// How our client lays out a body under this security, for a stream
+    /// or for packets: v2ray's client pads sealed chunks (its global
+    /// padding) and masks every chunked body.
+    pub fn layout(self, packets: bool) -> Layout {
+        let chunked = packets || self != Self::Zero;
+        Layout {
+            chunked,
+            masked: chunked,
+            padded: self.sealed(),
+            packets,
         }
+    }
+
+    /// Whether chunks are sealed under a cipher.
+    pub fn sealed(self) -> bool {
+        matches!(self, Self::Aes128Gcm | Self::ChaCha20Poly1305)
     }
 }
 
-/// The shape of a body's chunks.
+/// The shape of a body's chunks, both directions alike: what the request
+/// header's options say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framing {
-    /// Masked length, sealed payload and tag, then padding.
-    Sealed,
-    /// Masked length and payload in clear.
-    Masked,
-    /// No chunks.
-    Raw,
+pub struct Layout {
+    /// In chunks; else the bytes as they are (a stream under `zero`).
+    pub chunked: bool,
+    /// Each length XORed with a word of the mask stream.
+    pub masked: bool,
+    /// Each chunk padded by a length the mask stream draws.
+    pub padded: bool,
+    /// A UDP flow's body: each chunk one packet, opened whole.
+    pub packets: bool,
 }
 
-impl Framing {
-    /// The option byte the request header carries: v2ray's client pads
-    /// sealed chunks (its global padding, always on) and masks every
-    /// chunked body.
+impl Layout {
+    /// The option byte the request header carries.
     pub fn options(self) -> u8 {
-        match self {
-            Self::Sealed => OPTION_CHUNK_STREAM | OPTION_CHUNK_MASKING | OPTION_GLOBAL_PADDING,
-            Self::Masked => OPTION_CHUNK_STREAM | OPTION_CHUNK_MASKING,
-            Self::Raw => 0,
+        let mut options = 0;
+        for (on, bit) in [
+            (self.chunked, OPTION_CHUNK_STREAM),
+            (self.masked, OPTION_CHUNK_MASKING),
+            (self.padded, OPTION_GLOBAL_PADDING),
+        ] {
+            if on {
+                options |= bit;
+            }
         }
+        options
+    }
+
+    /// What a server makes of a request's `options` under `security`, as
+    /// v2ray's does: sealed bodies are chunked whatever the options say; a
+    /// `none` stream without chunk stream is raw, and its padding option is
+    /// ignored (only packets and sealed chunks are padded); padding draws
+    /// from the mask stream, so it needs masking.
+    pub fn from_options(
+        security: Security,
+        options: u8,
+        packets: bool,
+    ) -> Result<Self, &'static str> {
+        if options & OPTION_AUTHENTICATED_LENGTH != 0 {
+            return Err("vmess: authenticated length is not supported");
+        }
+        let chunked = security.sealed() || options & OPTION_CHUNK_STREAM != 0;
+        if packets && !chunked {
+            return Err("vmess: udp without chunk stream");
+        }
+        let masked = chunked && options & OPTION_CHUNK_MASKING != 0;
+        let padding = options & OPTION_GLOBAL_PADDING != 0;
+        if padding && !masked {
+            return Err("vmess: global padding without chunk masking");
+        }
+        Ok(Layout {
+            chunked,
+            masked,
+            padded: padding && (security.sealed() || packets),
+            packets,
+        })
     }
 }
 
@@ -94,9 +141,59 @@ mod tests {
             Security::resolve(VmessSecurity::Auto, false),
             Security::ChaCha20Poly1305
         );
-        assert_eq!(Security::Zero.framing(false), Framing::Raw);
-        assert_eq!(Security::Zero.framing(true), Framing::Masked);
+        assert!(!Security::Zero.layout(false).chunked);
+        assert_eq!(Security::Zero.layout(true), Security::None.layout(true));
         assert_eq!(Security::Zero.nibble(), Security::None.nibble());
-        assert_eq!(Security::Aes128Gcm.framing(false).options(), 0x0d);
+        assert_eq!(Security::Aes128Gcm.layout(false).options(), 0x0d);
+    }
+
+    /// A server reads back what our client sends, and what v2ray's and
+    /// sing-box's send.
+    #[test]
+    fn a_server_reads_the_layout_the_options_say() {
+        for security in [
+            Security::Aes128Gcm,
+            Security::ChaCha20Poly1305,
+            Security::None,
+        ] {
+            for packets in [false, true] {
+                let layout = security.layout(packets);
+                assert_eq!(
+                    Layout::from_options(security, layout.options(), packets),
+                    Ok(layout)
+                );
+            }
+        }
+        let zero = Security::Zero.layout(false).options();
+        assert_eq!(
+            Layout::from_options(Security::None, zero, false),
+            Ok(Security::Zero.layout(false))
+        );
+        // Chunk stream alone: plain lengths; sealed chunks even without it.
+        let plain = Layout::from_options(Security::Aes128Gcm, 0x00, false).unwrap();
+        assert!(plain.chunked && !plain.masked && !plain.padded);
+        // Padding on a none stream is ignored, on none packets kept.
+        assert!(
+            !Layout::from_options(Security::None, 0x0d, false)
+                .unwrap()
+                .padded
+        );
+        assert!(
+            Layout::from_options(Security::None, 0x0d, true)
+                .unwrap()
+                .padded
+        );
+        assert_eq!(
+            Layout::from_options(Security::None, 0x09, false),
+            Err("vmess: global padding without chunk masking")
+        );
+        assert_eq!(
+            Layout::from_options(Security::None, 0x00, true),
+            Err("vmess: udp without chunk stream")
+        );
+        assert_eq!(
+            Layout::from_options(Security::Aes128Gcm, 0x1d, false),
+            Err("vmess: authenticated length is not supported")
+        );
     }
 }

@@ -1,12 +1,15 @@
 //! A VMess TCP flow's body, as a [`StreamCodec`]: our chunks sealed in
-//! place, and the server's response header checked on the first open,
-//! before its chunks.
+//! place, and on a client the server's response header checked on the
+//! first open, before its chunks. A server's stream seals with the response
+//! keys and opens with the request's; its response header is staged
+//! before (by the request's `on_connected`), not by this codec.
 
 use std::io;
 use std::ops::Range;
 
 use super::body::{BodyOpener, BodySealer, HEADROOM, TAILROOM};
 use super::response::ResponseOpener;
+use super::security::Layout;
 use super::session::Session;
 use crate::codec::{Opened, StreamCodec};
 
@@ -31,6 +34,17 @@ impl VmessStream {
                 session.response_auth,
             )?),
             opener: BodyOpener::new(session.security, false, &session.response)?,
+        })
+    }
+
+    /// The server's side of a TCP request's `session`, laid out as its
+    /// options say.
+    pub fn server(session: &Session, layout: Layout) -> io::Result<Self> {
+        let (sealer, opener) = session.server_body(layout)?;
+        Ok(Self {
+            sealer,
+            response: None,
+            opener,
         })
     }
 }

@@ -2,16 +2,17 @@
 //! primitives (open the header, answer with a response header and chunks).
 
 use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::auth_id::opener;
+use super::auth_id::AuthIdKey;
 use super::body::{BodyKey, BodySealer, HEADROOM, TAILROOM};
 use super::header::fnv1a32;
-use super::kdf::{
-    kdf12, kdf16, HEADER_KEY, HEADER_LEN_KEY, HEADER_LEN_NONCE, HEADER_NONCE, RESPONSE_KEY,
-    RESPONSE_LEN_KEY, RESPONSE_LEN_NONCE, RESPONSE_NONCE,
-};
+use super::header::{Entropy, Request};
+use super::kdf::{kdf12, kdf16, HEADER_KEY, HEADER_LEN_KEY, HEADER_LEN_NONCE, HEADER_NONCE};
+use super::response::seal_header;
 use super::security::Security;
 use crate::aead::{Algorithm, Nonce, SessionKey, TAG_LEN};
+use crate::codec::{ClientCodec, ClientStep};
 use crate::Address;
 
 pub fn hex(text: &str) -> Vec<u8> {
@@ -20,6 +21,30 @@ pub fn hex(text: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
         .collect()
+}
+
+pub fn uuid() -> [u8; 16] {
+    etemenanki_ir::spec::Uuid::parse("b831381d-6324-4d53-ad4f-8cda48b30811")
+        .unwrap()
+        .0
+}
+
+pub fn entropy(seed: u8) -> Entropy {
+    let bytes: Vec<u8> = (0..Entropy::LEN as u8)
+        .map(|i| i.wrapping_mul(29) ^ seed)
+        .collect();
+    Entropy::from_bytes(&bytes.try_into().unwrap())
+}
+
+pub fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// The bytes a request's codec writes at dial.
+pub fn dial_bytes(mut request: Request) -> Vec<u8> {
+    let mut out = Vec::new();
+    assert_eq!(request.start(&mut out).unwrap(), ClientStep::Open(()));
+    out
 }
 
 /// A request header as the server reads it.
@@ -53,7 +78,9 @@ fn open_record(
 pub fn open_request(cmd: &[u8; 16], wire: &[u8]) -> Opened {
     let mut wire = wire.to_vec();
     let id: [u8; 16] = wire[..16].try_into().unwrap();
-    let (time, _) = opener::open(cmd, &id).expect("the auth id's CRC holds");
+    let time = AuthIdKey::new(cmd)
+        .open(&id)
+        .expect("the auth id's CRC holds");
     let nonce = wire[34..42].to_vec();
     open_record(
         cmd,
@@ -123,26 +150,7 @@ pub fn respond(
     packets: bool,
     payloads: &[&[u8]],
 ) -> Vec<u8> {
-    let key = |path| SessionKey::new(Algorithm::Aes128Gcm, &kdf16(&response.key, [path])).unwrap();
-    let mut length = [0u8, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    key(RESPONSE_LEN_KEY)
-        .seal_in_place(
-            &Nonce::new(kdf12(&response.iv, [RESPONSE_LEN_NONCE])),
-            &[],
-            &mut length,
-        )
-        .unwrap();
-    let mut header = [0u8; 4 + TAG_LEN];
-    header[0] = auth;
-    key(RESPONSE_KEY)
-        .seal_in_place(
-            &Nonce::new(kdf12(&response.iv, [RESPONSE_NONCE])),
-            &[],
-            &mut header,
-        )
-        .unwrap();
-    let mut wire = length.to_vec();
-    wire.extend_from_slice(&header);
+    let mut wire = seal_header(response, auth).unwrap().to_vec();
     let mut sealer = BodySealer::new(security, packets, response, &[3; 32]).unwrap();
     for payload in payloads {
         let mut buf = vec![0u8; HEADROOM + payload.len() + TAILROOM];

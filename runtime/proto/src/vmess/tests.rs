@@ -1,13 +1,14 @@
-//! The client against a server built from the same primitives, and a
-//! request captured from another client opened by that server.
+//! The client against a server built from the same primitives (the server
+//! core's own tests, in `server.rs`, open a request captured from another
+//! client).
 
 use std::io;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use super::body::{BodyOpener, HEADROOM, TAILROOM};
-use super::test_support::{hex, open_request, respond};
+use super::test_support::{at, dial_bytes, entropy, open_request, respond, uuid};
 use super::*;
-use crate::codec::{ClientCodec, ClientStep, DatagramCodec, Opened, StreamCodec};
+use crate::codec::{DatagramCodec, Opened, StreamCodec};
 use crate::Address;
 
 const SECURITIES: [Security; 4] = [
@@ -16,30 +17,6 @@ const SECURITIES: [Security; 4] = [
     Security::None,
     Security::Zero,
 ];
-
-fn uuid() -> [u8; 16] {
-    etemenanki_ir::spec::Uuid::parse("b831381d-6324-4d53-ad4f-8cda48b30811")
-        .unwrap()
-        .0
-}
-
-fn entropy(seed: u8) -> Entropy {
-    let bytes: Vec<u8> = (0..Entropy::LEN as u8)
-        .map(|i| i.wrapping_mul(29) ^ seed)
-        .collect();
-    Entropy::from_bytes(&bytes.try_into().unwrap())
-}
-
-fn at(secs: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(secs)
-}
-
-/// The bytes a request's codec writes at dial.
-fn dial_bytes(mut request: Request) -> Vec<u8> {
-    let mut out = Vec::new();
-    assert_eq!(request.start(&mut out).unwrap(), ClientStep::Open(()));
-    out
-}
 
 #[test]
 fn a_sealed_request_opens_on_the_server_with_every_field_in_place() {
@@ -260,45 +237,6 @@ fn a_tampered_chunk_after_a_good_header_is_refused() {
             "vmess: a chunk failed authentication (wrong key or corrupt data)"
         );
     }
-}
-
-/// A request another client sent (the test vector of the vmess-aead Python
-/// package, which checks it at 1703242500): user b831381d-…, its auth id
-/// made at 1703242529, to 104.26.12.31:80, one chunk of curl's request. Our server side opens it, header and body.
-#[test]
-fn a_request_captured_from_another_client_opens() {
-    let wire = hex(
-        "62365f27d7d46c8c7afa1e47b3e7ae44f8c74911f48249306adc6c79224243239902c77fd3c0ece0
-         852a777d2600e848c7eb3e625ec0febb94b8ce63c58868c0dfe419255317b03121484c3ee79604f2
-         48c78d21408b69108feacafbc2f5d42b559857222d73f1e48e66d09daae8a2d1048436b9b96fa9ce
-         3f101acc69affc11eccc11492ee0abe27a1e827ceebeedd0ed4b9eeb64442227dee06c6d5e6c49a6
-         1c2985d7fc466472228ee578a71efe2bb67b2069dd0c776df4097ea697263ef3d336bdd3be6fb863
-         c0b9c9907283c47d6dd54e637ff99408ac1ea9dc3600d3b1062fdcd04714",
-    );
-    let user = User::new(&uuid());
-    let opened = open_request(user.cmd_key(), &wire);
-    assert_eq!(opened.time, 1_703_242_529);
-    assert_eq!(
-        opened.target,
-        Address::Ip("104.26.12.31:80".parse().unwrap())
-    );
-    assert_eq!(opened.command, 1);
-    let security = match opened.security {
-        3 => Security::Aes128Gcm,
-        4 => Security::ChaCha20Poly1305,
-        5 => Security::None,
-        other => panic!("security {other}"),
-    };
-    assert_eq!(opened.options & 0x05, 0x05, "chunk stream and masking");
-    let mut body = wire[opened.consumed..].to_vec();
-    let mut opener = BodyOpener::new(security, false, &opened.body).unwrap();
-    let Opened::Frame { payload, .. } = opener.open(&mut body).unwrap() else {
-        panic!("one whole chunk");
-    };
-    assert_eq!(
-        &body[payload],
-        b"GET / HTTP/1.1\r\nHost: ip.sb\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n\r\n"
-    );
 }
 
 #[test]

@@ -92,6 +92,13 @@ impl Admission {
             .clone()
             .try_acquire_owned()
             .map_err(|_| "live connection limit reached")?;
+        Ok((session, self.handshake(source, limits)?))
+    }
+
+    /// A handshake from `source` on a connection admitted already: each
+    /// gRPC stream after the first on one connection (which share its
+    /// live-connection permit) handshakes under the same bounds.
+    pub fn handshake(&self, source: IpAddr, limits: &Limits) -> Result<Handshaking, Refused> {
         let key = source_key(source);
         let slot = {
             let mut counts = self.sources.counts.lock().expect("admission sources lock");
@@ -110,13 +117,10 @@ impl Admission {
             .clone()
             .try_acquire_owned()
             .map_err(|_| "handshake limit reached")?;
-        Ok((
-            session,
-            Handshaking {
-                _permit: permit,
-                _source: slot,
-            },
-        ))
+        Ok(Handshaking {
+            _permit: permit,
+            _source: slot,
+        })
     }
 
     /// Grows at once; shrinks by the permits free now (the rest of a shrink

@@ -8,23 +8,56 @@ use std::time::SystemTime;
 
 use etemenanki_proto::codec::{ServerCore, ServerRequest, ServerStep};
 use etemenanki_proto::sniff::{sniff, Sniffed};
-use etemenanki_transport::Stream;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::sniff::sniff_prefix;
 use super::{handshake_timed_out, relay_opened, Shared};
 use crate::connect::{open_stream, Flow};
+use crate::relay::Relayed;
 use crate::route::refuse_own_inbound;
 
+/// How a handshake ended.
+pub enum Handshake<R> {
+    /// The request is whole; `early` is what the client sent after it.
+    Open { request: R, early: Vec<u8> },
+    /// The core refused the client, after sending its refusal reply, if it
+    /// has one; `read` is every byte the client sent.
+    Refused { reason: &'static str, read: Vec<u8> },
+}
+
 /// Runs `core` over `client` until its request is whole, within the
-/// handshake limit; returns the request and the bytes the client sent after
-/// it. A refusal is sent to the client before the error returns.
-pub async fn read_request<C: ServerCore>(
+/// handshake limit. A core's refusal is an error, after its reply is sent:
+/// what socks and http do.
+pub async fn read_request<S, C>(
     shared: &Shared,
-    client: &mut Stream,
+    client: &mut S,
     core: &mut C,
     max: usize,
-) -> io::Result<(C::Request, Vec<u8>)> {
+) -> io::Result<(C::Request, Vec<u8>)>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ServerCore,
+{
+    match handshake(shared, client, core, max).await? {
+        Handshake::Open { request, early } => Ok((request, early)),
+        Handshake::Refused { reason, .. } => {
+            Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
+        }
+    }
+}
+
+/// Runs `core` over `client` until its request is whole or refused, within
+/// the handshake limit.
+pub async fn handshake<S, C>(
+    shared: &Shared,
+    client: &mut S,
+    core: &mut C,
+    max: usize,
+) -> io::Result<Handshake<C::Request>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ServerCore,
+{
     let limit = shared.limits.load().handshake_timeout;
     let name = shared.spec.protocol.name();
     tokio::time::timeout(limit, advance(client, core, max, name))
@@ -32,13 +65,20 @@ pub async fn read_request<C: ServerCore>(
         .map_err(|_| handshake_timed_out(limit))?
 }
 
-async fn advance<C: ServerCore>(
-    client: &mut Stream,
+async fn advance<S, C>(
+    client: &mut S,
     core: &mut C,
     max: usize,
     name: &str,
-) -> io::Result<(C::Request, Vec<u8>)> {
+) -> io::Result<Handshake<C::Request>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ServerCore,
+{
+    // Every byte read is kept, consumed or not, so a refused client's bytes
+    // can go to a fallback whole; `at` is where the core's input starts.
     let mut buf = Vec::with_capacity(512);
+    let mut at = 0;
     let mut out = Vec::new();
     loop {
         buf.reserve(512);
@@ -48,7 +88,7 @@ async fn advance<C: ServerCore>(
                 format!("{name}: client closed during the handshake"),
             ));
         }
-        let step = core.advance(&buf, SystemTime::now(), &mut out);
+        let step = core.advance(&buf[at..], SystemTime::now(), &mut out);
         if !out.is_empty() {
             client.write_all(&out).await?;
             client.flush().await?;
@@ -56,8 +96,8 @@ async fn advance<C: ServerCore>(
         }
         match step {
             Ok(ServerStep::NeedMore { consumed }) => {
-                buf.drain(..consumed);
-                if buf.len() >= max {
+                at += consumed;
+                if buf.len() - at >= max {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("{name}: handshake too long"),
@@ -65,17 +105,18 @@ async fn advance<C: ServerCore>(
                 }
             }
             Ok(ServerStep::Open { consumed, request }) => {
-                return Ok((request, buf.split_off(consumed)))
+                let early = buf.split_off(at + consumed);
+                return Ok(Handshake::Open { request, early });
             }
             Err(refusal) => {
                 if !refusal.reply.is_empty() {
                     client.write_all(&refusal.reply).await?;
                     client.flush().await?;
                 }
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    refusal.reason,
-                ));
+                return Ok(Handshake::Refused {
+                    reason: refusal.reason,
+                    read: buf,
+                });
             }
         }
     }
@@ -84,9 +125,9 @@ async fn advance<C: ServerCore>(
 /// Routes and dials the flow `request` asks for, stages the request's reply
 /// for the outcome, then relays. `early` is what the client sent after its
 /// request.
-pub async fn open_and_relay<R: ServerRequest>(
+pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
     shared: &Shared,
-    mut client: Stream,
+    mut client: C,
     peer: SocketAddr,
     request: &R,
     early: Vec<u8>,
@@ -144,8 +185,8 @@ pub async fn open_and_relay<R: ServerRequest>(
 
 /// Tells the client its request failed with `error`, in the words of its
 /// protocol, and returns the error.
-async fn refuse<R: ServerRequest>(
-    mut client: Stream,
+async fn refuse<C: Relayed, R: ServerRequest>(
+    mut client: C,
     request: &R,
     error: io::Error,
 ) -> io::Result<()> {

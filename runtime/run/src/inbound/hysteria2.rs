@@ -28,8 +28,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::admission::Admission;
-use super::{Inbound, Serve, Shared};
+use super::{Handoff, Inbound, Serve, Shared, TCP};
 use crate::connect::{open_stream, Flow};
+use crate::dial::Dialer;
 use crate::fanout::FanOut;
 use crate::plane::Plane;
 use crate::relay::{relay, Ended, Relayed};
@@ -59,7 +60,8 @@ pub(super) fn bind(
     spec: &InboundSpec,
     limits: Arc<ArcSwap<Limits>>,
     plane: Arc<ArcSwap<Plane>>,
-    handoff: Option<Socket>,
+    dialer: Dialer,
+    handoff: Option<Handoff>,
 ) -> io::Result<Inbound> {
     let InboundProtocol::Hysteria2 {
         tls: server_tls,
@@ -78,7 +80,11 @@ pub(super) fn bind(
     let obfs = obfs.as_ref().map(|obfs| match obfs {
         Obfs::Salamander { psk } => Salamander::new(psk.expose().as_bytes()),
     });
-    let socket = match handoff {
+    // The socket of the inbound this one replaces, when it was UDP too.
+    let handed = handoff
+        .map(|h| h.tcp)
+        .filter(|s| s.r#type().is_ok_and(|t| t == Type::DGRAM));
+    let socket = match handed {
         Some(socket) => socket,
         None => bind_udp(spec.listen)?,
     };
@@ -93,19 +99,23 @@ pub(super) fn bind(
         tag: spec.tag.as_str().into(),
         spec: spec.clone(),
         accounts: Vec::new(),
-        serve: Serve::Hysteria2,
-        acceptor: Acceptor::build(None)?,
+        serve: ArcSwap::from_pointee(Serve::Hysteria2),
+        users_changed: watch::channel(()).0,
+        acceptor: Acceptor::build(&TCP, None)?,
         admission: Admission::new(&limits.load()),
         limits,
         plane,
+        dialer,
     });
     Ok(Inbound {
         socket,
         listen: spec.listen,
         listener: None,
+        udp: None,
         quic: Some(Listener { server, config }),
         shared,
         accept: None,
+        udp_task: None,
         stop: watch::channel(()).0,
     })
 }

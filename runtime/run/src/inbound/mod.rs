@@ -3,37 +3,48 @@
 //! outbound it opens.
 
 mod admission;
+mod datagrams;
 mod handshake;
 mod http;
 mod hysteria2;
+mod proxy;
+mod refused;
 mod sniff;
 mod socks;
+mod ss_udp;
 mod udp;
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
-use etemenanki_transport::{listen, Acceptor, Stream};
+use etemenanki_ir::spec::{
+    InboundProtocol, InboundSpec, Limits, Secret, ServerShape, ServerTls, Uuid,
+};
+use etemenanki_proto::aead::{Algorithm, MasterKey};
+use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess};
+use etemenanki_transport::grpc::GrpcConnection;
+use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::connect::Opened;
+use crate::dial::Dialer;
 use crate::plane::Plane;
-use crate::relay::{relay, Ended};
+use crate::relay::{relay, Ended, Relayed};
 use admission::{Admission, Handshaking};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The protocol core an inbound serves each connection with.
-#[derive(Clone, Copy)]
+/// The protocol core an inbound serves each connection with, and what its
+/// connections share: user tables with their keys derived once, and the
+/// replay filters.
 enum Serve {
     Socks {
         udp: bool,
@@ -41,7 +52,177 @@ enum Serve {
     Http,
     /// QUIC on a UDP socket: served by hysteria2.rs, never by the TCP loop.
     Hysteria2,
+    Trojan {
+        users: Arc<trojan::server::Users>,
+        fallback: Option<SocketAddr>,
+    },
+    Vless {
+        users: Arc<vless::server::Users>,
+        fallback: Option<SocketAddr>,
+    },
+    Vmess {
+        users: Arc<vmess::server::Users>,
+        replay: Arc<vmess::server::ReplayFilter>,
+    },
+    Shadowsocks {
+        master: MasterKey,
+        salts: Arc<shadowsocks::server::SaltFilter>,
+    },
+    Ss2022 {
+        users: Arc<ss2022::server::Users>,
+        salts: Arc<ss2022::server::SaltFilter>,
+    },
 }
+
+impl Serve {
+    /// The core of `protocol`, and the transport it is served under.
+    fn build(protocol: &InboundProtocol) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
+        let ids = |ids: &[Secret<Uuid>]| -> Vec<[u8; 16]> {
+            ids.iter().map(|id| id.expose().0).collect()
+        };
+        Ok(match protocol {
+            InboundProtocol::Socks { udp, tls, .. } => {
+                (Serve::Socks { udp: *udp }, &TCP, tls.as_ref())
+            }
+            InboundProtocol::Http { tls, .. } => (Serve::Http, &TCP, tls.as_ref()),
+            InboundProtocol::Trojan {
+                passwords,
+                transport,
+                fallback,
+            } => {
+                let passwords: Vec<&str> = passwords.iter().map(|p| p.expose().as_str()).collect();
+                let users = Arc::new(trojan::server::Users::new(&passwords));
+                let serve = Serve::Trojan {
+                    users,
+                    fallback: *fallback,
+                };
+                (serve, &transport.shape, transport.tls.as_ref())
+            }
+            InboundProtocol::Vless {
+                ids: list,
+                transport,
+                fallback,
+            } => {
+                let users = Arc::new(vless::server::Users::new(&ids(list)));
+                let serve = Serve::Vless {
+                    users,
+                    fallback: *fallback,
+                };
+                (serve, &transport.shape, transport.tls.as_ref())
+            }
+            InboundProtocol::Vmess {
+                ids: list,
+                transport,
+            } => {
+                let serve = Serve::Vmess {
+                    users: Arc::new(vmess::server::Users::new(&ids(list))),
+                    replay: Arc::new(vmess::server::ReplayFilter::new()),
+                };
+                (serve, &transport.shape, transport.tls.as_ref())
+            }
+            InboundProtocol::Shadowsocks {
+                method, password, ..
+            } => {
+                let master = MasterKey::from_password(
+                    Algorithm::from(*method),
+                    password.expose().as_bytes(),
+                );
+                let serve = Serve::Shadowsocks {
+                    master,
+                    salts: Arc::new(shadowsocks::server::SaltFilter::new()),
+                };
+                (serve, &TCP, None)
+            }
+            InboundProtocol::Ss2022 {
+                method, psk, users, ..
+            } => {
+                let users: Vec<&[u8]> = users.iter().map(|u| u.expose().as_slice()).collect();
+                let users =
+                    ss2022::server::Users::new(*method, psk.expose(), &users, SystemTime::now)?;
+                let serve = Serve::Ss2022 {
+                    users: Arc::new(users),
+                    salts: Arc::new(ss2022::server::SaltFilter::new()),
+                };
+                (serve, &TCP, None)
+            }
+            other => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!(
+                        "the {} inbound is not supported by this runtime yet",
+                        other.name()
+                    ),
+                ))
+            }
+        })
+    }
+}
+
+impl Serve {
+    /// Takes `old`'s replay filters, so what it saw stays refused.
+    fn keep_filters(&mut self, old: &Serve) {
+        match (self, old) {
+            (Serve::Vmess { replay, .. }, Serve::Vmess { replay: kept, .. }) => {
+                *replay = kept.clone()
+            }
+            (Serve::Shadowsocks { salts, .. }, Serve::Shadowsocks { salts: kept, .. })
+            | (Serve::Ss2022 { salts, .. }, Serve::Ss2022 { salts: kept, .. }) => {
+                *salts = kept.clone()
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this table still has `member`'s user.
+    fn keeps(&self, member: &Member) -> bool {
+        match (self, member) {
+            (Serve::Trojan { users, .. }, Member::Trojan(hash)) => users.knows(hash),
+            (Serve::Vless { users, .. }, Member::Vless(id)) => users.knows(id),
+            (Serve::Vmess { users, .. }, Member::Vmess(key)) => users.knows(key),
+            (Serve::Ss2022 { users, .. }, Member::Ss2022(identity)) => users.knows(identity),
+            _ => false,
+        }
+    }
+}
+
+/// The user a connection authenticated as, as its table names it.
+pub enum Member {
+    /// The password's hash.
+    Trojan([u8; 56]),
+    /// The user id.
+    Vless([u8; 16]),
+    /// The user's command key.
+    Vmess([u8; 16]),
+    /// The hash its identity headers carry.
+    Ss2022([u8; 16]),
+}
+
+impl Shared {
+    /// The keys of a Shadowsocks inbound's UDP socket, from the current
+    /// users.
+    fn udp_keys(&self) -> Option<ss_udp::Keys> {
+        match &**self.serve.load() {
+            Serve::Shadowsocks { master, .. } => Some(ss_udp::Keys::Aead(master.clone())),
+            Serve::Ss2022 { users, .. } => Some(ss_udp::Keys::Ss2022(users.clone())),
+            _ => None,
+        }
+    }
+
+    /// Resolves once a reload has removed `member`'s user.
+    async fn removed(&self, member: &Member) {
+        let mut changed = self.users_changed.subscribe();
+        // A table published between the handshake and here counts too.
+        while self.serve.load().keeps(member) {
+            if changed.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// The transport of socks, http and both Shadowsocks: TCP, under TLS for
+/// the first two when their spec says so.
+static TCP: ServerShape = ServerShape::Tcp;
 
 /// What every connection of one inbound shares.
 pub struct Shared {
@@ -53,7 +234,13 @@ pub struct Shared {
     /// the connections of a reused inbound too.
     pub limits: Arc<ArcSwap<Limits>>,
     pub plane: Arc<ArcSwap<Plane>>,
-    serve: Serve,
+    /// Dials a refused client's fallback, under the socket policy.
+    pub dialer: Dialer,
+    /// Replaced whole by a reload that changes only the users; each
+    /// connection takes the one current when it starts.
+    serve: ArcSwap<Serve>,
+    /// Told when `serve` is replaced, so connections of removed users end.
+    users_changed: watch::Sender<()>,
     acceptor: Acceptor,
     admission: Admission,
 }
@@ -66,8 +253,12 @@ pub struct Inbound {
     socket: Socket,
     listen: SocketAddr,
     listener: Option<TcpListener>,
+    /// A Shadowsocks inbound's UDP socket, on the listener's port, kept
+    /// for the inbound that replaces this one too.
+    udp: Option<Socket>,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
+    udp_task: Option<JoinHandle<()>>,
     /// A hysteria2 inbound's QUIC server, in place of the TCP listener.
     quic: Option<hysteria2::Listener>,
     /// Connections end when this sender is dropped.
@@ -83,53 +274,59 @@ impl Inbound {
         spec: &InboundSpec,
         limits: Arc<ArcSwap<Limits>>,
         plane: Arc<ArcSwap<Plane>>,
-        handoff: Option<Socket>,
+        dialer: Dialer,
+        handoff: Option<Handoff>,
     ) -> io::Result<Inbound> {
         if let InboundProtocol::Hysteria2 { .. } = spec.protocol {
-            return hysteria2::bind(spec, limits, plane, handoff);
+            return hysteria2::bind(spec, limits, plane, dialer, handoff);
         }
-        let (serve, accounts, tls) = match &spec.protocol {
-            InboundProtocol::Socks { accounts, udp, tls } => {
-                (Serve::Socks { udp: *udp }, accounts, tls)
+        let (serve, shape, tls) = Serve::build(&spec.protocol)?;
+        let accounts = match &spec.protocol {
+            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
+                accounts
+                    .iter()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
+                    .collect()
             }
-            InboundProtocol::Http { accounts, tls } => (Serve::Http, accounts, tls),
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!(
-                        "the {} inbound is not supported by this runtime yet",
-                        other.name()
-                    ),
-                ))
-            }
+            _ => Vec::new(),
         };
-        let accounts = accounts
-            .iter()
-            .map(|a| (a.user.clone(), a.pass.expose().clone()))
-            .collect();
-        let acceptor = Acceptor::build(tls.as_ref())?;
-        let socket = match handoff {
-            Some(socket) => socket,
-            None => listen(spec.listen)?,
+        let acceptor = Acceptor::build(shape, tls)?;
+        let (socket, udp_handoff) = match handoff {
+            Some(Handoff { tcp, udp }) => (tcp, udp),
+            None => (listen(spec.listen)?, None),
         };
         let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
+        let serves_udp = matches!(
+            spec.protocol,
+            InboundProtocol::Shadowsocks { udp: true, .. }
+                | InboundProtocol::Ss2022 { udp: true, .. }
+        );
+        let udp = match (serves_udp, udp_handoff) {
+            (false, _) => None,
+            (true, Some(udp)) => Some(udp),
+            (true, None) => Some(Socket::from(ss_udp::bind(listener.local_addr()?)?)),
+        };
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
             accounts,
-            serve,
+            serve: ArcSwap::from_pointee(serve),
+            users_changed: watch::channel(()).0,
             acceptor,
             admission: Admission::new(&limits.load()),
             limits,
             plane,
+            dialer,
         });
         Ok(Inbound {
             socket,
             listen: spec.listen,
             listener: Some(listener),
-            quic: None,
+            udp,
             shared,
             accept: None,
+            udp_task: None,
+            quic: None,
             stop: watch::channel(()).0,
         })
     }
@@ -139,9 +336,14 @@ impl Inbound {
     /// `addr` with port 0 asks for any port: only the inbound being
     /// replaced (`same_tag`) hands its socket over, so it keeps its port,
     /// and a new inbound never takes another's.
-    pub fn handoff(&self, addr: SocketAddr, same_tag: bool) -> Option<io::Result<Socket>> {
+    pub fn handoff(&self, addr: SocketAddr, same_tag: bool) -> Option<io::Result<Handoff>> {
         let any_port = addr.port() == 0;
-        (self.listen == addr && (same_tag || !any_port)).then(|| self.socket.try_clone())
+        (self.listen == addr && (same_tag || !any_port)).then(|| {
+            Ok(Handoff {
+                tcp: self.socket.try_clone()?,
+                udp: self.udp.as_ref().map(Socket::try_clone).transpose()?,
+            })
+        })
     }
 
     /// The address the listening socket is bound to: for port 0, the port
@@ -166,13 +368,55 @@ impl Inbound {
             let stop = self.stop.subscribe();
             self.accept = Some(tokio::spawn(hysteria2::serve(quic, shared, stop)));
         }
+        if self.udp_task.is_none() {
+            if let Some(udp) = self.udp.as_ref() {
+                let socket = udp
+                    .try_clone()
+                    .and_then(|udp| tokio::net::UdpSocket::from_std(udp.into()));
+                match socket {
+                    Ok(socket) => {
+                        let task = ss_udp::serve(self.shared.clone(), socket);
+                        self.udp_task = Some(tokio::spawn(task));
+                    }
+                    Err(e) => tracing::warn!("inbound {}: udp not served: {e}", self.shared.tag),
+                }
+            }
+        }
     }
+
+    /// The running inbound with the users of `spec`, which differs from
+    /// its own in its users only: built here, where an error can still
+    /// refuse the apply, and taken by [`Inbound::take_users`]. The replay
+    /// filters carry over, so a request seen before the reload is still
+    /// refused after it.
+    pub fn with_users(&self, spec: &InboundSpec) -> io::Result<Users> {
+        let (mut serve, ..) = Serve::build(&spec.protocol)?;
+        serve.keep_filters(&self.shared.serve.load());
+        Ok(Users(serve))
+    }
+
+    /// Serves new connections with `users`; connections of users it no
+    /// longer has end, the others run on.
+    pub fn take_users(&self, users: Users) {
+        self.shared.serve.store(Arc::new(users.0));
+        self.shared.users_changed.send_replace(());
+    }
+}
+
+/// A running inbound's next user table, built by [`Inbound::with_users`].
+pub struct Users(Serve);
+
+/// The sockets an inbound hands over to the one that replaces it on the
+/// same address.
+pub struct Handoff {
+    tcp: Socket,
+    udp: Option<Socket>,
 }
 
 impl Drop for Inbound {
     fn drop(&mut self) {
-        if let Some(accept) = &self.accept {
-            accept.abort();
+        for task in [&self.accept, &self.udp_task].into_iter().flatten() {
+            task.abort();
         }
     }
 }
@@ -234,20 +478,125 @@ fn should_backoff(error: &io::Error) -> bool {
 }
 
 async fn serve(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     socket: TcpStream,
     peer: SocketAddr,
     handshake: Handshaking,
 ) -> io::Result<()> {
-    let limit = shared.limits.load().handshake_timeout;
-    let client = shared.acceptor.accept(socket, limit).await?;
-    match shared.serve {
-        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, udp).await,
+    let limits = shared.limits.load_full();
+    match shared.acceptor.accept(socket, &limits).await? {
+        Accepted::Stream(client) => serve_stream(shared, client, peer, handshake).await,
+        Accepted::Grpc(connection) => serve_grpc(shared, *connection, peer, handshake).await,
+    }
+}
+
+/// Serves each stream of a gRPC connection in a task of its own, all
+/// under the connection's live-connection permit (held by the caller) and
+/// each with a handshake permit of its own (the first takes the socket's).
+/// The connection is driven here while they run; once it ends, or this
+/// task is dropped, every stream on it ends.
+async fn serve_grpc(
+    shared: &Arc<Shared>,
+    mut connection: GrpcConnection,
+    peer: SocketAddr,
+    handshake: Handshaking,
+) -> io::Result<()> {
+    let mut first = Some(handshake);
+    let mut streams = JoinSet::new();
+    loop {
+        tokio::select! {
+            next = connection.next() => {
+                let stream = match next {
+                    Some(stream) => stream?,
+                    None => return Ok(()),
+                };
+                let handshake = match first.take() {
+                    Some(handshake) => handshake,
+                    None => match shared.admission.handshake(peer.ip(), &shared.limits.load()) {
+                        Ok(handshake) => handshake,
+                        Err(reason) => {
+                            tracing::debug!("dropping a grpc stream; {reason} (from {peer})");
+                            continue;
+                        }
+                    },
+                };
+                let shared = shared.clone();
+                streams.spawn(async move {
+                    if let Err(e) = serve_stream(&shared, stream, peer, handshake).await {
+                        tracing::debug!(
+                            "{} stream from {} ended: {e}",
+                            shared.spec.protocol.name(),
+                            peer
+                        );
+                    }
+                });
+            }
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+        }
+    }
+}
+
+/// Serves one client stream with the inbound's protocol core.
+async fn serve_stream(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    handshake: Handshaking,
+) -> io::Result<()> {
+    let serve = shared.serve.load_full();
+    match &*serve {
+        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,
         Serve::Http => http::serve(shared, client, peer, handshake).await,
         Serve::Hysteria2 => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "hysteria2 accepts no tcp connection",
         )),
+        Serve::Trojan { users, fallback } => {
+            proxy::trojan(shared, client, peer, handshake, users.clone(), *fallback).await
+        }
+        Serve::Vless { users, fallback } => {
+            proxy::vless(shared, client, peer, handshake, users.clone(), *fallback).await
+        }
+        Serve::Vmess { users, replay } => {
+            proxy::vmess(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                replay.clone(),
+            )
+            .await
+        }
+        Serve::Shadowsocks { master, salts } => {
+            proxy::shadowsocks(
+                shared,
+                client,
+                peer,
+                handshake,
+                master.clone(),
+                salts.clone(),
+            )
+            .await
+        }
+        Serve::Ss2022 { users, salts } => {
+            proxy::ss2022(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                salts.clone(),
+            )
+            .await
+        }
+    }
+}
+
+impl Shared {
+    /// When a handshake starting now must be done.
+    fn handshake_deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.limits.load().handshake_timeout
     }
 }
 
@@ -264,9 +613,9 @@ fn handshake_timed_out(limit: Duration) -> io::Error {
 
 /// Writes `early` (bytes the client sent before the outbound existed) to
 /// the outbound, then relays until the connection ends.
-async fn relay_opened(
+async fn relay_opened<C: Relayed>(
     shared: &Shared,
-    mut client: Stream,
+    mut client: C,
     mut opened: Opened,
     early: &[u8],
 ) -> io::Result<()> {

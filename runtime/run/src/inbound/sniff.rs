@@ -4,15 +4,14 @@
 use std::time::Duration;
 
 use etemenanki_proto::sniff::{sniff, Sniffed};
-use etemenanki_transport::Stream;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
 /// Reads into `prefix` (which may already hold bytes) until a TLS SNI or an
 /// HTTP Host appears, `max` bytes are held, the client ends, or `window`
 /// passes. The bytes stay in `prefix` to be forwarded.
-pub async fn sniff_prefix(
-    client: &mut Stream,
+pub async fn sniff_prefix<S: AsyncRead + Unpin>(
+    client: &mut S,
     prefix: &mut Vec<u8>,
     window: Duration,
     max: usize,

@@ -14,7 +14,6 @@ mod socks_udp;
 mod ss2022;
 mod ss2022_udp;
 mod stream;
-mod stream_datagrams;
 mod trojan;
 mod vless;
 mod vless_stream;
@@ -42,8 +41,11 @@ use socks::Socks;
 use ss2022::Ss2022;
 pub use stream::OutboundStream;
 use trojan::Trojan;
+pub use trojan::TROJAN_BUF;
 use vless::Vless;
+pub use vless::VLESS_BUF;
 use vmess::Vmess;
+pub use vmess::VMESS_BUF;
 
 pub struct Outbound {
     pub id: OutboundId,

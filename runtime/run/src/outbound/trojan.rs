@@ -9,8 +9,8 @@ use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
 use super::handshake::handshake;
-use super::stream_datagrams::StreamDatagrams;
 use super::OutboundStream;
+use crate::stream_datagrams::StreamDatagrams;
 
 /// Seed 000's client runtime buffer for Trojan: each of a UDP link's two
 /// buffers. A packet of more than `TROJAN_BUF - PACKET_HEADER_MAX` (16,121)

@@ -12,9 +12,9 @@ use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
 use super::handshake::dial;
-use super::stream_datagrams::StreamDatagrams;
 use super::vless_stream::VlessStream;
 use super::OutboundStream;
+use crate::stream_datagrams::StreamDatagrams;
 
 /// Seed 000's client runtime buffer for VLESS: each of a UDP link's two
 /// buffers. A packet of more than `VLESS_BUF - 2` payload bytes does not

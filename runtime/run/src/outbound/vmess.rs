@@ -25,9 +25,9 @@ use etemenanki_transport::{Connector, Stream};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::handshake::handshake;
-use super::stream_datagrams::StreamDatagrams;
 use super::OutboundStream;
 use crate::framed::Framed;
+use crate::stream_datagrams::StreamDatagrams;
 
 /// Seed 000's client runtime buffer for VMess: each of a flow's two.
 pub const VMESS_BUF: usize = 32 * 1024;

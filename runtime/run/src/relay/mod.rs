@@ -18,12 +18,14 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
+use etemenanki_proto::codec::StreamCodec;
 use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::drain::{Guard, DRAINED};
+use crate::framed::Framed;
 use crate::outbound::OutboundStream;
 use half::{Half, Mode};
 
@@ -43,6 +45,14 @@ impl Relayed for TcpStream {
 impl Relayed for Stream {
     fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
         self.as_plain_tcp()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Relayed
+    for Framed<S, C, BUF>
+{
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        None
     }
 }
 

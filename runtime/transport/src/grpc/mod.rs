@@ -3,36 +3,45 @@
 //! POSTed to `/<service_name>/Tun` with the authority of the spec and the
 //! default user agent, over TCP or TLS (ALPN h2).
 //!
-//! One HTTP/2 connection per flow: the connection is driven by a task of
-//! its own that ends when the flow's stream is dropped, so dropping the
-//! flow still closes everything it opened.
+//! The streams of one outbound share HTTP/2 connections ([`pool`]), each
+//! driven by a task of its own that ends once the outbound has let go of
+//! the connection and its last stream is dropped.
 
+mod pool;
+mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 
 use http::{Method, Request, Uri};
 
+pub use pool::{handshake, Handshake};
+pub use server::{GrpcConnection, GrpcServer};
 pub use stream::GrpcStream;
 
 use crate::ws::DEFAULT_USER_AGENT;
-use crate::Stream;
 
-/// The stream window we grant the server, the connection's twice that: a
-/// flow's read-ahead, in line with the client runtime's buffers.
+/// The stream window we grant the server: a flow's read-ahead, in line
+/// with the client runtime's buffers.
 const STREAM_WINDOW: u32 = 256 * 1024;
 
-/// The most a flow's writes queue in h2 before a write waits for the
-/// socket (h2's default is 400 KiB).
+/// The connection's receive window, shared by its streams: a few streams'
+/// worth, on either side.
+const CONNECTION_WINDOW: u32 = 4 * STREAM_WINDOW;
+
+/// The most a stream's writes queue in h2 before a write waits for the
+/// socket (h2's default is 400 KiB), on either side.
 const SEND_BUFFER: usize = 128 * 1024;
 
-/// How one outbound opens its gRPC streams.
-#[derive(Clone, Debug)]
+/// How one outbound opens its gRPC streams, and the connections they share.
+#[derive(Debug)]
 pub struct GrpcSettings {
     uri: Uri,
+    pool: pool::Pool,
 }
 
 impl GrpcSettings {
@@ -58,28 +67,23 @@ impl GrpcSettings {
                     format!("grpc service name {service_name:?} or authority {authority:?} does not make a request path"),
                 )
             })?;
-        Ok(GrpcSettings { uri })
+        Ok(GrpcSettings {
+            uri,
+            pool: pool::Pool::default(),
+        })
     }
 
-    /// Opens one HTTP/2 connection over `stream` and the tunnel's stream on
-    /// it. The server's answer is read with the first read, so the first
-    /// bytes need not wait a round trip.
-    pub async fn open(&self, stream: Stream) -> io::Result<GrpcStream> {
-        let local = stream.local_addr()?;
-        let peer = stream.peer_addr()?;
-        let (mut send, connection) = h2::client::Builder::new()
-            .initial_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(2 * STREAM_WINDOW)
-            .enable_push(false)
-            .max_send_buffer_size(SEND_BUFFER)
-            .handshake::<_, bytes::Bytes>(stream)
-            .await
-            .map_err(h2_error)?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("grpc connection ended: {e}");
-            }
-        });
+    /// Opens the tunnel's stream on a connection of the pool, on the one
+    /// `dial` opens (see [`handshake`]) when every connection is full or
+    /// dead.
+    /// The server's answer is read with the first read, so the first bytes
+    /// need not wait a round trip.
+    pub async fn open<F, Fut>(&self, dial: F) -> io::Result<GrpcStream>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = io::Result<Handshake>>,
+    {
+        let (lease, mut send) = self.pool.lease(dial).await?;
         let request = Request::builder()
             .method(Method::POST)
             .uri(self.uri.clone())
@@ -89,7 +93,7 @@ impl GrpcSettings {
             .body(())
             .map_err(io::Error::other)?;
         let (response, body) = send.send_request(request, false).map_err(h2_error)?;
-        Ok(GrpcStream::new(response, body, Addrs { local, peer }))
+        Ok(GrpcStream::new(response, body, lease))
     }
 }
 
@@ -102,17 +106,28 @@ pub struct Addrs {
 
 /// An h2 error as an io::Error with a text that says it was gRPC's.
 pub(crate) fn h2_error(e: h2::Error) -> io::Error {
+    h2_error_by(e, "server")
+}
+
+/// As [`h2_error`], blaming `peer` (the server or the client) for a reset
+/// or a GOAWAY it sent; one of ours answers what it sent.
+fn h2_error_by(e: h2::Error, peer: &str) -> io::Error {
     if let Some(reason) = e.reason() {
+        let by = if e.is_remote() {
+            format!("by the {peer}")
+        } else {
+            format!("on the {peer}'s error")
+        };
         if e.is_reset() {
             return io::Error::new(
                 io::ErrorKind::ConnectionReset,
-                format!("grpc stream reset by the server: {reason}"),
+                format!("grpc stream reset {by}: {reason}"),
             );
         }
         if e.is_go_away() {
             return io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                format!("grpc connection closed by the server: {reason}"),
+                format!("grpc connection closed {by}: {reason}"),
             );
         }
     }

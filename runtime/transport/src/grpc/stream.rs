@@ -1,5 +1,6 @@
 //! One gun tunnel as a byte stream: writes become gun messages under the
-//! HTTP/2 flow control, reads unwrap them across DATA frames.
+//! HTTP/2 flow control, reads unwrap them across DATA frames. The same
+//! stream serves a client's call and a server's answer to one.
 
 use std::future::Future;
 use std::io;
@@ -14,7 +15,8 @@ use h2::{RecvStream, SendStream};
 use http::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{h2_error, Addrs};
+use super::pool::Lease;
+use super::{h2_error, h2_error_by, Addrs};
 
 /// The most payload one message carries: a DATA frame's default size.
 const MESSAGE_MAX: usize = 16 * 1024 - gun::HEADER_MAX;
@@ -36,6 +38,8 @@ pub struct GrpcStream {
     answer: Answer,
     send: SendStream<Bytes>,
     addrs: Addrs,
+    /// A client flow's place on its pooled connection.
+    _lease: Option<Lease>,
     decoder: Decoder,
     /// The DATA frame being read, and its length for the window.
     frame: Bytes,
@@ -43,6 +47,27 @@ pub struct GrpcStream {
     /// Where the messages written are built; reclaimed once h2 has sent them.
     out: BytesMut,
     ended: bool,
+    side: Side,
+}
+
+/// Which end of the call a stream is: how it ends, and whom an h2 error is
+/// blamed on.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Side {
+    /// Ends its half with an empty DATA frame that closes the stream.
+    Client,
+    /// Ends its half with the trailers of gRPC status 0, as a gRPC server
+    /// ends a call.
+    Server,
+}
+
+impl Side {
+    fn error(self, e: h2::Error) -> io::Error {
+        match self {
+            Side::Client => h2_error(e),
+            Side::Server => h2_error_by(e, "client"),
+        }
+    }
 }
 
 fn closed(text: &'static str) -> io::Error {
@@ -69,16 +94,51 @@ fn status_error(headers: &HeaderMap) -> Option<io::Error> {
 }
 
 impl GrpcStream {
-    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, addrs: Addrs) -> Self {
-        GrpcStream {
-            answer: Answer::Waiting(response),
+    pub(super) fn new(response: ResponseFuture, send: SendStream<Bytes>, lease: Lease) -> Self {
+        let addrs = lease.addrs();
+        Self::with(
+            Answer::Waiting(response),
             send,
             addrs,
+            Some(lease),
+            Side::Client,
+        )
+    }
+
+    /// A client's end of a call on a connection no pool holds.
+    #[cfg(test)]
+    pub(super) fn unpooled(
+        response: ResponseFuture,
+        send: SendStream<Bytes>,
+        addrs: Addrs,
+    ) -> Self {
+        Self::with(Answer::Waiting(response), send, addrs, None, Side::Client)
+    }
+
+    /// A server's end of a call: `body` is the request's, `send` the
+    /// response's, its head sent.
+    pub(super) fn serving(body: RecvStream, send: SendStream<Bytes>, addrs: Addrs) -> Self {
+        Self::with(Answer::Body(body), send, addrs, None, Side::Server)
+    }
+
+    fn with(
+        answer: Answer,
+        send: SendStream<Bytes>,
+        addrs: Addrs,
+        lease: Option<Lease>,
+        side: Side,
+    ) -> Self {
+        GrpcStream {
+            answer,
+            send,
+            addrs,
+            _lease: lease,
             decoder: Decoder::default(),
             frame: Bytes::new(),
             frame_len: 0,
             out: BytesMut::new(),
             ended: false,
+            side,
         }
     }
 
@@ -100,6 +160,7 @@ impl GrpcStream {
 
     /// The next DATA frame, or `None` at a clean end of the stream.
     fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Bytes>>> {
+        let side = self.side;
         loop {
             match &mut self.answer {
                 Answer::Done => return Poll::Ready(Ok(None)),
@@ -117,9 +178,9 @@ impl GrpcStream {
                     self.answer = Answer::Body(response.into_body());
                 }
                 Answer::Body(body) => match ready!(body.poll_data(cx)) {
-                    Some(frame) => return Poll::Ready(frame.map(Some).map_err(h2_error)),
+                    Some(frame) => return Poll::Ready(frame.map(Some).map_err(|e| side.error(e))),
                     None => {
-                        let trailers = ready!(body.poll_trailers(cx)).map_err(h2_error)?;
+                        let trailers = ready!(body.poll_trailers(cx)).map_err(|e| side.error(e))?;
                         if let Some(e) = trailers.as_ref().and_then(status_error) {
                             return Poll::Ready(Err(e));
                         }
@@ -190,7 +251,7 @@ impl AsyncWrite for GrpcStream {
             this.send.reserve_capacity(head + want);
             match ready!(this.send.poll_capacity(cx)) {
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Poll::Ready(Err(h2_error(e))),
+                Some(Err(e)) => return Poll::Ready(Err(this.side.error(e))),
                 None => return Poll::Ready(Err(closed("grpc stream closed"))),
             }
         }
@@ -203,7 +264,10 @@ impl AsyncWrite for GrpcStream {
         this.out.put_slice(&header[..used]);
         this.out.put_slice(&buf[..n]);
         let message = this.out.split().freeze();
-        this.send.send_data(message, false).map_err(h2_error)?;
+        let side = this.side;
+        this.send
+            .send_data(message, false)
+            .map_err(|e| side.error(e))?;
         Poll::Ready(Ok(n))
     }
 
@@ -216,7 +280,11 @@ impl AsyncWrite for GrpcStream {
         let this = self.get_mut();
         if !this.ended {
             this.ended = true;
-            this.send.send_data(Bytes::new(), true).map_err(h2_error)?;
+            let sent = match this.side {
+                Side::Client => this.send.send_data(Bytes::new(), true),
+                Side::Server => this.send.send_trailers(super::server::status_ok()),
+            };
+            sent.map_err(|e| this.side.error(e))?;
         }
         Poll::Ready(Ok(()))
     }

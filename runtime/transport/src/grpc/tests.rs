@@ -1,6 +1,9 @@
 //! The gun tunnel against an h2 server written here, on loopback.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+use std::future::Future;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -57,11 +60,15 @@ fn ok() -> http::Response<()> {
         .unwrap()
 }
 
+/// The dial a connector makes: TCP, then the HTTP/2 handshake.
+async fn dial(addr: SocketAddr) -> io::Result<Handshake> {
+    handshake(crate::Stream::Tcp(TcpStream::connect(addr).await?)).await
+}
+
 async fn open(addr: SocketAddr, service: &str) -> GrpcStream {
-    let tcp = TcpStream::connect(addr).await.unwrap();
     GrpcSettings::new("grpc.example", service, false)
         .unwrap()
-        .open(Stream::Tcp(tcp))
+        .open(|| dial(addr))
         .await
         .unwrap()
 }
@@ -187,4 +194,153 @@ fn an_empty_authority_is_refused() {
 fn a_bare_ipv6_authority_is_bracketed_in_the_request() {
     let settings = GrpcSettings::new("::1", "svc", true).unwrap();
     assert_eq!(settings.uri.to_string(), "https://[::1]/svc/Tun");
+}
+
+/// Echoes every DATA frame as it comes (the wire bytes: gun messages as the
+/// client framed them).
+async fn echo(mut body: RecvStream, mut respond: SendResponse<Bytes>) {
+    let mut send = respond.send_response(ok(), false).unwrap();
+    while let Some(Ok(data)) = body.data().await {
+        body.flow_control().release_capacity(data.len()).unwrap();
+        send_all(&mut send, data.to_vec()).await;
+    }
+}
+
+/// A server that serves every connection it accepts, echoing every stream,
+/// and counts the connections. The first `kill` connections are closed
+/// once their first stream has echoed one frame.
+async fn counting_server(kill: usize) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let nth = count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut connection = h2::server::handshake(tcp).await.unwrap();
+                if nth >= kill {
+                    while let Some(Ok((request, respond))) = connection.accept().await {
+                        tokio::spawn(echo(request.into_body(), respond));
+                    }
+                    return;
+                }
+                let (request, mut respond) = connection.accept().await.unwrap().unwrap();
+                let one = async move {
+                    let mut send = respond.send_response(ok(), false).unwrap();
+                    let mut body = request.into_body();
+                    let data = body.data().await.unwrap().unwrap();
+                    send_all(&mut send, data.to_vec()).await;
+                    send
+                };
+                // The connection is driven while the stream is served.
+                let mut one = std::pin::pin!(one);
+                let send = std::future::poll_fn(|cx| {
+                    let _ = connection.poll_closed(cx);
+                    one.as_mut().poll(cx)
+                })
+                .await;
+                // The echo is flushed; then the connection is dropped.
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_millis(100),
+                    std::future::poll_fn(|cx| connection.poll_closed(cx)),
+                )
+                .await;
+                drop(send);
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// Writes one short message and reads it back.
+async fn round_trip(grpc: &mut GrpcStream, n: usize) {
+    let message = format!("flow {n}");
+    grpc.write_all(message.as_bytes()).await.unwrap();
+    let mut back = vec![0u8; message.len()];
+    grpc.read_exact(&mut back).await.unwrap();
+    assert_eq!(back, message.as_bytes());
+}
+
+#[tokio::test]
+async fn concurrent_flows_of_one_outbound_share_few_connections() {
+    let (addr, accepted) = counting_server(0).await;
+    let settings = Arc::new(GrpcSettings::new("grpc.example", "svc", false).unwrap());
+    let flows = 2 * pool::MAX_STREAMS + 10;
+    // Every flow stays open until all have round-tripped.
+    let all_open = Arc::new(tokio::sync::Barrier::new(flows));
+    let mut tasks = Vec::new();
+    for n in 0..flows {
+        let settings = settings.clone();
+        let all_open = all_open.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut grpc = settings.open(|| dial(addr)).await.unwrap();
+            round_trip(&mut grpc, n).await;
+            all_open.wait().await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        3,
+        "{flows} flows, 100 a connection"
+    );
+    // The flows have ended: the next one takes the connection kept idle.
+    let mut grpc = settings.open(|| dial(addr)).await.unwrap();
+    round_trip(&mut grpc, 0).await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_dead_connection_is_replaced_on_the_next_dial() {
+    let (addr, accepted) = counting_server(1).await;
+    let settings = GrpcSettings::new("grpc.example", "svc", false).unwrap();
+    let mut first = settings.open(|| dial(addr)).await.unwrap();
+    round_trip(&mut first, 1).await;
+    // The server has closed the connection under the first flow.
+    let mut rest = Vec::new();
+    assert!(first.read_to_end(&mut rest).await.is_err());
+    let mut second = settings.open(|| dial(addr)).await.unwrap();
+    round_trip(&mut second, 2).await;
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn flows_waiting_on_a_failed_connect_fail_with_it_and_the_next_dial_tries_again() {
+    let settings = Arc::new(GrpcSettings::new("grpc.example", "svc", false).unwrap());
+    let dials = Arc::new(AtomicUsize::new(0));
+    let failing = |dials: Arc<AtomicUsize>| async move {
+        dials.fetch_add(1, Ordering::SeqCst);
+        // Long enough for every flow to be waiting on this attempt.
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        Err::<Handshake, _>(io::Error::new(io::ErrorKind::ConnectionRefused, "refused"))
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let settings = settings.clone();
+        let dials = dials.clone();
+        tasks.push(tokio::spawn(async move {
+            settings.open(|| failing(dials)).await.map(drop)
+        }));
+    }
+    for task in tasks {
+        let err = task.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
+        assert_eq!(err.to_string(), "refused");
+    }
+    assert_eq!(
+        dials.load(Ordering::SeqCst),
+        1,
+        "one attempt for all waiters"
+    );
+    let err = settings
+        .open(|| failing(dials.clone()))
+        .await
+        .map(drop)
+        .unwrap_err();
+    assert_eq!(err.to_string(), "refused");
+    assert_eq!(dials.load(Ordering::SeqCst), 2, "a later flow tries again");
 }

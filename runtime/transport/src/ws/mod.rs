@@ -1,8 +1,10 @@
 //! WebSocket under a proxy client (seed 000, "The transport under a proxy
 //! client"): the upgrade to the spec's path with its Host header and the
 //! default user agent, over TCP or TLS (ALPN http/1.1), then the stream of
-//! binary messages as bytes ([`WsStream`]).
+//! binary messages as bytes ([`WsStream`]). The server side, the same
+//! stream after an upgrade answered, is [`WsServer`].
 
+mod server;
 mod stream;
 
 use std::io;
@@ -14,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 
+pub use server::WsServer;
 pub use stream::WsStream;
 
 use crate::Stream;

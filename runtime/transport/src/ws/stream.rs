@@ -28,9 +28,15 @@ pub struct WsStream {
 
 impl WsStream {
     pub(crate) fn new(ws: WebSocketStream<Stream>) -> Self {
+        Self::with_first(ws, Bytes::new())
+    }
+
+    /// A stream whose first bytes are `first`, read before any message (a
+    /// server's early data).
+    pub(crate) fn with_first(ws: WebSocketStream<Stream>, first: Bytes) -> Self {
         WsStream {
             ws,
-            reading: Bytes::new(),
+            reading: first,
             writing: BytesMut::new(),
         }
     }
@@ -69,7 +75,7 @@ impl AsyncRead for WsStream {
                 return Poll::Ready(Ok(()));
             }
             let message = match ready!(Pin::new(&mut this.ws).poll_next(cx)) {
-                // The server's close frame, or the connection gone after
+                // The peer's close frame, or the connection gone after
                 // the close handshake: the end of the stream.
                 None | Some(Ok(Message::Close(_))) => return Poll::Ready(Ok(())),
                 // A server that drops the connection between messages
@@ -119,7 +125,7 @@ impl AsyncWrite for WsStream {
             .map_err(io_error)
     }
 
-    /// Sends the close frame; the server's own close ends the reads.
+    /// Sends the close frame; the peer's own close ends the reads.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().ws)
             .poll_close(cx)

@@ -1,7 +1,8 @@
-//! UDP packets carried inside a stream to a proxy server (Trojan today;
-//! VLESS and VMess UDP take the same shape): a [`DatagramLink`] that polls
-//! the stream's reads and writes through a [`DatagramCodec`], the datagram
-//! counterpart of the framed-stream runtime (`framed.rs`).
+//! UDP packets carried inside a stream (Trojan, and VLESS and VMess, whose
+//! packets name one target): a [`DatagramLink`] that polls the stream's
+//! reads and writes through a [`DatagramCodec`], the datagram counterpart
+//! of the framed-stream runtime (`framed.rs`). A client's link to its proxy
+//! server, and a server inbound's link to its client, are the same shape.
 //!
 //! Two buffers of `BUF` bytes, one per direction, each taken from the
 //! thread's spares only while its bytes move and given back once drained:
@@ -25,8 +26,8 @@ use etemenanki_proto::codec::{DatagramCodec, Packet};
 use etemenanki_proto::Address;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::link::DatagramLink;
 use crate::buffers;
+use crate::outbound::DatagramLink;
 
 pub struct StreamDatagrams<S, C, const BUF: usize> {
     inner: S,

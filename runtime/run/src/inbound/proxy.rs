@@ -1,0 +1,293 @@
+//! The proxy-protocol inbounds (Trojan, VLESS, VMess, Shadowsocks,
+//! Shadowsocks 2022): one core per connection over the inbound's shared
+//! user table, then a stream relayed or a UDP association over the client's
+//! stream. A client the core refuses gets what [`refused`] gives it.
+//!
+//! The framed protocols (VMess, both Shadowsocks) wrap the client's stream
+//! in the same framed-stream runtime their clients use; their request's
+//! answer is the codec's to send, so the relay sees an [`Answered`]
+//! request.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use etemenanki_proto::aead::MasterKey;
+use etemenanki_proto::codec::{FlowKind, ServerCore, ServerRequest};
+use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess, Address};
+use etemenanki_transport::Stream;
+use tokio::io::AsyncWriteExt;
+
+use super::admission::Handshaking;
+use super::handshake::{handshake, open_and_relay, unspecified, Handshake};
+use super::refused::refused;
+use super::{datagrams, Member, Shared};
+use crate::framed::Framed;
+use crate::outbound::{TROJAN_BUF, VLESS_BUF, VMESS_BUF};
+use crate::stream_datagrams::StreamDatagrams;
+
+/// The most bytes a handshake may hold unconsumed: every request of these
+/// protocols, with a 255-byte domain and its padding, fits well within.
+const MAX_HANDSHAKE: usize = 2048;
+
+/// Runs `core` over the client; an authenticated request goes to `open`
+/// with the client and what it sent after the request, and runs until it
+/// ends or a reload removes its user (`member` names it).
+async fn serve<C, F, Fut>(
+    shared: &Shared,
+    mut client: Stream,
+    admitted: Handshaking,
+    mut core: C,
+    fallback: Option<SocketAddr>,
+    member: impl FnOnce(&C::Request) -> Option<Member>,
+    open: F,
+) -> io::Result<()>
+where
+    C: ServerCore,
+    F: FnOnce(Stream, C::Request, Vec<u8>) -> Fut,
+    Fut: Future<Output = io::Result<()>>,
+{
+    let deadline = shared.handshake_deadline();
+    match handshake(shared, &mut client, &mut core, MAX_HANDSHAKE).await? {
+        Handshake::Refused { reason, read } => {
+            // A held client keeps its handshake slot until the deadline;
+            // one relayed to the fallback is served like any connection.
+            if fallback.is_some() {
+                drop(admitted);
+            }
+            refused(shared, client, read, reason, fallback, deadline).await
+        }
+        Handshake::Open { request, early } => {
+            drop(admitted);
+            let Some(member) = member(&request) else {
+                return open(client, request, early).await;
+            };
+            tokio::select! {
+                served = open(client, request, early) => served,
+                () = shared.removed(&member) => Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{}: the user was removed by a reload",
+                        shared.spec.protocol.name()
+                    ),
+                )),
+            }
+        }
+    }
+}
+
+pub async fn trojan(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    admitted: Handshaking,
+    users: Arc<trojan::server::Users>,
+    fallback: Option<SocketAddr>,
+) -> io::Result<()> {
+    let core = trojan::server::Core::new(users);
+    let member = |request: &trojan::server::Request| Some(Member::Trojan(*request.user()));
+    serve(
+        shared,
+        client,
+        admitted,
+        core,
+        fallback,
+        member,
+        |client, request, early| async move {
+            match request.kind() {
+                FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
+                FlowKind::Datagrams => {
+                    let link = StreamDatagrams::<_, _, TROJAN_BUF>::new(
+                        client,
+                        trojan::UdpFraming,
+                        &early,
+                    )?;
+                    datagrams::relay(shared, link, peer.ip()).await
+                }
+            }
+        },
+    )
+    .await
+}
+
+pub async fn vless(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    admitted: Handshaking,
+    users: Arc<vless::server::Users>,
+    fallback: Option<SocketAddr>,
+) -> io::Result<()> {
+    let core = vless::server::Core::new(users);
+    let member = |request: &vless::server::Request| Some(Member::Vless(*request.user()));
+    serve(
+        shared,
+        client,
+        admitted,
+        core,
+        fallback,
+        member,
+        |mut client, request, early| async move {
+            match request.kind() {
+                FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
+                FlowKind::Datagrams => {
+                    // The response header goes ahead of the first packet.
+                    let mut header = Vec::new();
+                    request.on_connected(unspecified(), &mut header);
+                    client.write_all(&header).await?;
+                    let link = StreamDatagrams::<_, _, VLESS_BUF>::new(
+                        client,
+                        request.datagrams(),
+                        &early,
+                    )?;
+                    datagrams::relay(shared, link, peer.ip()).await
+                }
+            }
+        },
+    )
+    .await
+}
+
+pub async fn vmess(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    admitted: Handshaking,
+    users: Arc<vmess::server::Users>,
+    replay: Arc<vmess::server::ReplayFilter>,
+) -> io::Result<()> {
+    let core = vmess::server::Core::new(users, replay);
+    let member = |request: &vmess::server::Request| Some(Member::Vmess(*request.user()));
+    serve(
+        shared,
+        client,
+        admitted,
+        core,
+        None,
+        member,
+        |client, request, early| async move {
+            // The response header does not depend on the dial: it is staged
+            // ahead of the first sealed chunk, and never sent if the dial fails.
+            let mut header = Vec::new();
+            request.on_connected(unspecified(), &mut header);
+            let answered = Answered::of(&request);
+            match request.kind() {
+                FlowKind::Stream => {
+                    let framed = Framed::<_, _, VMESS_BUF>::with_header(
+                        client,
+                        request.into_codec()?,
+                        &early,
+                        &header,
+                    );
+                    open_and_relay(shared, framed, peer, &answered, Vec::new()).await
+                }
+                FlowKind::Datagrams => {
+                    let mut client = client;
+                    client.write_all(&header).await?;
+                    let link = StreamDatagrams::<_, _, VMESS_BUF>::new(
+                        client,
+                        request.into_datagrams()?,
+                        &early,
+                    )?;
+                    datagrams::relay(shared, link, peer.ip()).await
+                }
+            }
+        },
+    )
+    .await
+}
+
+pub async fn shadowsocks(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    admitted: Handshaking,
+    master: MasterKey,
+    salts: Arc<shadowsocks::server::SaltFilter>,
+) -> io::Result<()> {
+    let core = shadowsocks::server::Core::new(master, salts);
+    // One password, which a reload cannot remove without a rebuild.
+    let member = |_: &shadowsocks::server::Request| None;
+    serve(
+        shared,
+        client,
+        admitted,
+        core,
+        None,
+        member,
+        |client, request, early| async move {
+            let answered = Answered::of(&request);
+            const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
+            let framed = Framed::<_, _, BUF>::new(client, request.into_codec(), &early);
+            open_and_relay(shared, framed, peer, &answered, Vec::new()).await
+        },
+    )
+    .await
+}
+
+pub async fn ss2022(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    admitted: Handshaking,
+    users: Arc<ss2022::server::Users>,
+    salts: Arc<ss2022::server::SaltFilter>,
+) -> io::Result<()> {
+    let table = users.clone();
+    let core = ss2022::server::Core::new(users, salts);
+    // A single-user inbound's one user changes only with its PSK, which
+    // rebuilds it.
+    let member =
+        |request: &ss2022::server::Request| table.identity(request.user()).map(Member::Ss2022);
+    serve(
+        shared,
+        client,
+        admitted,
+        core,
+        None,
+        member,
+        |client, request, early| async move {
+            let answered = Answered::of(&request);
+            const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;
+            let framed = Framed::<_, _, BUF>::new(client, request.into_codec(), &early);
+            open_and_relay(shared, framed, peer, &answered, Vec::new()).await
+        },
+    )
+    .await
+}
+
+/// A framed protocol's request once its codec is taken: where it goes and
+/// the payload that came with it. The codec answers the client, so this
+/// stages nothing on either outcome.
+struct Answered {
+    destination: Address,
+    first: Vec<u8>,
+}
+
+impl Answered {
+    fn of<R: ServerRequest>(request: &R) -> Answered {
+        Answered {
+            destination: request.destination().clone(),
+            first: request.first_bytes().to_vec(),
+        }
+    }
+}
+
+impl ServerRequest for Answered {
+    fn destination(&self) -> &Address {
+        &self.destination
+    }
+
+    fn kind(&self) -> FlowKind {
+        FlowKind::Stream
+    }
+
+    fn first_bytes(&self) -> &[u8] {
+        &self.first
+    }
+
+    fn on_connected(&self, _bound: SocketAddr, _out: &mut Vec<u8>) {}
+
+    fn on_connect_failed(&self, _error: io::ErrorKind, _out: &mut Vec<u8>) {}
+}

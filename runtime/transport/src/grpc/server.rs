@@ -1,0 +1,309 @@
+//! gRPC under an inbound (seed 003 step 2): the HTTP/2 server handshake,
+//! then every call to `/<service_name>/Tun` one gun tunnel ([`GrpcStream`])
+//! as v2ray, Xray and sing-box clients open them, many on one connection.
+//!
+//! A [`GrpcConnection`] owns the HTTP/2 connection and yields its calls.
+//! h2 does all of a connection's I/O, for every stream on it, inside the
+//! polls of that connection: the streams it yielded move no byte unless
+//! [`GrpcConnection::next`] is being awaited. So the caller runs it in a
+//! task of its own (the socket's task), spawns one task per stream it
+//! yields, and keeps calling `next` until it returns `None` or an error;
+//! dropping the connection ends every stream on it.
+//!
+//! Liveness: a ping every [`PING_INTERVAL`], and a client whose pong has
+//! not come within the handshake time limit is dropped; a connection that
+//! carries no call is closed (GOAWAY) after the handshake time limit if it
+//! never carried one, else after the relay idle time limit, so a client
+//! that keeps its connection for later calls (as grpc-go's do) may.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use etemenanki_ir::spec::Limits;
+use h2::server::{Connection, SendResponse};
+use h2::{Ping, PingPong, Reason, RecvStream};
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, Method, Request, Response};
+use tokio::time::{Instant, Sleep};
+
+use super::stream::GrpcStream;
+use super::{h2_error_by, Addrs, CONNECTION_WINDOW, SEND_BUFFER, STREAM_WINDOW};
+use crate::Stream;
+
+/// Between two pings on a connection.
+const PING_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Calls open at once on one connection; a client waits for one to end
+/// before it opens another. Each is a flow with a task of its own, so this
+/// bounds what one socket can make the inbound run.
+const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// The largest request head: a call's is a few hundred bytes.
+const MAX_HEADER_LIST: u32 = 64 * 1024;
+
+const GRPC: &str = "application/grpc";
+
+/// The trailers that end a call well.
+pub(super) fn status_ok() -> HeaderMap {
+    let mut trailers = HeaderMap::with_capacity(1);
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    trailers
+}
+
+/// How one inbound takes its HTTP/2 connections.
+#[derive(Clone, Debug)]
+pub struct GrpcServer {
+    /// `/<service_name>/Tun`.
+    path: String,
+    ping_interval: Duration,
+}
+
+impl GrpcServer {
+    pub fn new(service_name: &str) -> Self {
+        GrpcServer {
+            path: format!("/{service_name}/Tun"),
+            ping_interval: PING_INTERVAL,
+        }
+    }
+
+    /// The server handshake over `stream`: our SETTINGS sent, the client's
+    /// preface read. The caller bounds the time it takes; `limits` gives
+    /// the connection's liveness its time limits.
+    pub async fn accept(&self, stream: Stream, limits: &Limits) -> io::Result<GrpcConnection> {
+        let addrs = Addrs {
+            local: stream.local_addr()?,
+            peer: stream.peer_addr()?,
+        };
+        let mut connection = h2::server::Builder::new()
+            .initial_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_send_buffer_size(SEND_BUFFER)
+            .handshake::<_, Bytes>(stream)
+            .await
+            .map_err(client_error)?;
+        let now = Instant::now();
+        Ok(GrpcConnection {
+            ping: connection.ping_pong(),
+            connection,
+            path: self.path.clone(),
+            addrs,
+            ping_interval: self.ping_interval,
+            pong_timeout: limits.handshake_timeout,
+            ping_timer: Box::pin(tokio::time::sleep_until(now + self.ping_interval)),
+            pong_due: false,
+            first_call_within: limits.handshake_timeout,
+            idle_limit: limits.relay_idle_timeout,
+            idle_timer: Box::pin(tokio::time::sleep_until(now + limits.handshake_timeout)),
+            idle: Idle::Waiting,
+            carried: false,
+            ended: false,
+        })
+    }
+
+    /// A ping interval for tests that watch a client stop answering.
+    #[cfg(test)]
+    pub(crate) fn with_ping_interval(mut self, interval: Duration) -> Self {
+        self.ping_interval = interval;
+        self
+    }
+}
+
+fn client_error(e: h2::Error) -> io::Error {
+    h2_error_by(e, "client")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Idle {
+    /// A stream is open.
+    Busy,
+    /// None is, and the idle timer runs.
+    Waiting,
+    /// The timer fired and the GOAWAY is out.
+    Closing,
+}
+
+/// One HTTP/2 connection of a client and the calls it opens.
+pub struct GrpcConnection {
+    connection: Connection<Stream, Bytes>,
+    path: String,
+    addrs: Addrs,
+    /// h2 hands out one `PingPong` a connection.
+    ping: Option<PingPong>,
+    ping_interval: Duration,
+    pong_timeout: Duration,
+    /// When the next ping is due, or, with `pong_due`, when its pong is.
+    ping_timer: Pin<Box<Sleep>>,
+    pong_due: bool,
+    first_call_within: Duration,
+    idle_limit: Duration,
+    /// While no stream is open, when the connection is given up.
+    idle_timer: Pin<Box<Sleep>>,
+    idle: Idle,
+    /// Whether a call was ever yielded.
+    carried: bool,
+    /// After `None` or an error, the connection yields nothing more.
+    ended: bool,
+}
+
+impl GrpcConnection {
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.addrs.local
+    }
+
+    pub fn peer_addr(&self) -> std::net::SocketAddr {
+        self.addrs.peer
+    }
+
+    /// Drives the connection, and with it every stream it yielded, until
+    /// the client opens its next call to the service: that call as a
+    /// [`Stream`] speaking gun, its response head sent. A call to any
+    /// other path, or that is no gRPC call, is reset with REFUSED_STREAM
+    /// and the connection goes on. `None` when the connection has ended (the
+    /// client went away, or it sat idle and was closed); an error when it
+    /// failed (a protocol error, or a client that stopped answering pings).
+    /// After either, the connection is over: drop it.
+    pub async fn next(&mut self) -> Option<io::Result<Stream>> {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Stream>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        loop {
+            self.poll_idle(cx);
+            if let Err(e) = self.poll_ping(cx) {
+                self.ended = true;
+                return Poll::Ready(Some(Err(e)));
+            }
+            match self.connection.poll_accept(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.ended = true;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.ended = true;
+                    return Poll::Ready(Some(Err(client_error(e))));
+                }
+                Poll::Ready(Some(Ok((request, respond)))) => {
+                    if let Some(stream) = self.answer(request, respond) {
+                        self.carried = true;
+                        return Poll::Ready(Some(Ok(stream)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers one call: the tunnel's stream, or `None` when it was refused
+    /// (or reset by the client before its answer).
+    fn answer(
+        &mut self,
+        request: Request<RecvStream>,
+        mut respond: SendResponse<Bytes>,
+    ) -> Option<Stream> {
+        let is_grpc = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(GRPC.as_bytes()));
+        if request.method() != Method::POST || request.uri().path() != self.path || !is_grpc {
+            tracing::debug!(
+                "grpc call from {} to {} refused: not {} with content-type application/grpc",
+                self.addrs.peer,
+                request.uri().path(),
+                self.path
+            );
+            respond.send_reset(Reason::REFUSED_STREAM);
+            return None;
+        }
+        let mut response = Response::new(());
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(GRPC));
+        match respond.send_response(response, false) {
+            Ok(send) => Some(Stream::Grpc(Box::new(GrpcStream::serving(
+                request.into_body(),
+                send,
+                self.addrs,
+            )))),
+            Err(e) => {
+                tracing::debug!(
+                    "grpc call from {} ended: {}",
+                    self.addrs.peer,
+                    client_error(e)
+                );
+                None
+            }
+        }
+    }
+
+    /// Arms the idle timer while no stream is open, and closes the
+    /// connection (GOAWAY, then h2 ends it) when it fires.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) {
+        if self.idle == Idle::Closing {
+            return;
+        }
+        if self.connection.has_streams() {
+            self.idle = Idle::Busy;
+            return;
+        }
+        if self.idle == Idle::Busy {
+            self.idle = Idle::Waiting;
+            let limit = if self.carried {
+                self.idle_limit
+            } else {
+                self.first_call_within
+            };
+            self.idle_timer.as_mut().reset(Instant::now() + limit);
+        }
+        if self.idle_timer.as_mut().poll(cx).is_ready() {
+            tracing::debug!(
+                "grpc connection from {} carries no call; closing it",
+                self.addrs.peer
+            );
+            self.idle = Idle::Closing;
+            self.connection.graceful_shutdown();
+        }
+    }
+
+    /// Sends a ping when one is due, takes its pong, and fails the
+    /// connection when the pong is late.
+    fn poll_ping(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let Some(ping) = &mut self.ping else {
+            return Ok(());
+        };
+        loop {
+            if self.pong_due {
+                if let Poll::Ready(pong) = ping.poll_pong(cx) {
+                    pong.map_err(client_error)?;
+                    self.pong_due = false;
+                    let next = Instant::now() + self.ping_interval;
+                    self.ping_timer.as_mut().reset(next);
+                }
+            }
+            if self.ping_timer.as_mut().poll(cx).is_pending() {
+                return Ok(());
+            }
+            if self.pong_due {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "grpc: the client stopped answering pings",
+                ));
+            }
+            ping.send_ping(Ping::opaque()).map_err(client_error)?;
+            self.pong_due = true;
+            let due = Instant::now() + self.pong_timeout;
+            self.ping_timer.as_mut().reset(due);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

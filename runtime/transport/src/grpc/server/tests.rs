@@ -1,0 +1,189 @@
+//! The server's connection against h2's client on loopback: the client's
+//! own gun stream on calls it opens by hand, so that several share one
+//! connection and some go where they should not.
+
+use std::net::SocketAddr;
+
+use h2::client::SendRequest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+use crate::acceptor::tests::{pattern, round_trip};
+
+fn limits(handshake: Duration, idle: Duration) -> Limits {
+    Limits {
+        handshake_timeout: handshake,
+        relay_idle_timeout: idle,
+        ..Limits::default()
+    }
+}
+
+/// A server for the service `svc` on one accepted socket.
+async fn server(limits: Limits) -> (SocketAddr, tokio::task::JoinHandle<GrpcConnection>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        GrpcServer::new("svc")
+            .accept(Stream::Tcp(tcp), &limits)
+            .await
+            .unwrap()
+    });
+    (addr, accept)
+}
+
+/// Echoes every call the connection yields; returns how many it yielded.
+fn echo_calls(mut connection: GrpcConnection) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut calls = 0;
+        while let Some(Ok(mut stream)) = connection.next().await {
+            calls += 1;
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                    stream.write_all(&buf[..n]).await.unwrap();
+                }
+                stream.shutdown().await.unwrap();
+            });
+        }
+        calls
+    })
+}
+
+/// An h2 client connection, driven by a task of its own.
+async fn client(addr: SocketAddr) -> SendRequest<Bytes> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    send
+}
+
+fn request(path: &str, content_type: &str) -> Request<()> {
+    Request::post(format!("http://grpc.example{path}"))
+        .header(CONTENT_TYPE, content_type)
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
+/// A call to `path` as the client transport opens one, as its stream.
+async fn call(send: &SendRequest<Bytes>, path: &str) -> GrpcStream {
+    let mut send = send.clone().ready().await.unwrap();
+    let (response, body) = send
+        .send_request(request(path, "application/grpc"), false)
+        .unwrap();
+    let addrs = Addrs {
+        local: "127.0.0.1:1".parse().unwrap(),
+        peer: "127.0.0.1:2".parse().unwrap(),
+    };
+    GrpcStream::unpooled(response, body, addrs)
+}
+
+#[tokio::test]
+async fn calls_elsewhere_are_refused_while_the_service_works_on_the_same_connection() {
+    let (addr, connection) = server(Limits::default()).await;
+    let send = client(addr).await;
+    let calls = echo_calls(connection.await.unwrap());
+    for (path, content_type) in [
+        ("/other/Tun", "application/grpc"),
+        ("/svc/TunMulti", "application/grpc"),
+        ("/svc/Tun", "text/plain"),
+    ] {
+        let mut send = send.clone().ready().await.unwrap();
+        let (response, _body) = send
+            .send_request(request(path, content_type), false)
+            .unwrap();
+        let error = response.await.unwrap_err();
+        assert_eq!(error.reason(), Some(Reason::REFUSED_STREAM), "{path}");
+    }
+    let data = pattern(1024 * 1024, 1);
+    let back = round_trip(call(&send, "/svc/Tun").await, data.clone()).await;
+    assert!(back == data, "the service's call works after the refusals");
+    drop(send);
+    assert_eq!(calls.await.unwrap(), 1, "refused calls are never yielded");
+}
+
+#[tokio::test]
+async fn a_call_is_answered_as_a_grpc_server_answers_and_ends_with_status_0() {
+    let (addr, connection) = server(Limits::default()).await;
+    let send = client(addr).await;
+    let _calls = echo_calls(connection.await.unwrap());
+    let mut send = send.ready().await.unwrap();
+    let (response, mut body) = send
+        .send_request(request("/svc/Tun", "application/grpc"), false)
+        .unwrap();
+    // One gun message of 3 bytes, then the end of the client's half.
+    body.send_data(
+        Bytes::from_static(&[0, 0, 0, 0, 5, 0x0A, 3, b'a', b'b', b'c']),
+        true,
+    )
+    .unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()[CONTENT_TYPE], "application/grpc");
+    let mut answer = response.into_body();
+    let mut echoed = Vec::new();
+    while let Some(data) = answer.data().await {
+        let data = data.unwrap();
+        answer.flow_control().release_capacity(data.len()).unwrap();
+        echoed.extend_from_slice(&data);
+    }
+    assert_eq!(echoed, [0, 0, 0, 0, 5, 0x0A, 3, b'a', b'b', b'c']);
+    let trailers = answer.trailers().await.unwrap().unwrap();
+    assert_eq!(trailers["grpc-status"], "0");
+}
+
+#[tokio::test]
+async fn several_concurrent_calls_share_one_connection() {
+    let (addr, connection) = server(Limits::default()).await;
+    let send = client(addr).await;
+    let calls = echo_calls(connection.await.unwrap());
+    let mut flows = Vec::new();
+    for seed in 0..8 {
+        let stream = call(&send, "/svc/Tun").await;
+        flows.push(tokio::spawn(async move {
+            let data = pattern(256 * 1024 + seed as usize, seed);
+            round_trip(stream, data.clone()).await == data
+        }));
+    }
+    for flow in flows {
+        assert!(flow.await.unwrap(), "each call got its own bytes back");
+    }
+    drop(send);
+    assert_eq!(calls.await.unwrap(), 8);
+}
+
+#[tokio::test]
+async fn a_connection_that_opens_no_stream_is_given_up_on() {
+    let (addr, connection) =
+        server(limits(Duration::from_millis(200), Duration::from_secs(300))).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (_send, client) = h2::client::handshake(tcp).await.unwrap();
+    let client = tokio::spawn(client);
+    let mut connection = connection.await.unwrap();
+    assert!(connection.next().await.is_none(), "closed, nothing yielded");
+    drop(connection);
+    // The client was told to go away, and its connection ended.
+    client.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_connection_whose_calls_ended_is_closed_after_the_idle_limit() {
+    let (addr, connection) =
+        server(limits(Duration::from_secs(10), Duration::from_millis(200))).await;
+    let send = client(addr).await;
+    let mut connection = connection.await.unwrap();
+    let flow = tokio::spawn(round_trip(call(&send, "/svc/Tun").await, b"x".to_vec()));
+    let mut stream = connection.next().await.unwrap().unwrap();
+    let echo = async move {
+        let mut got = Vec::new();
+        stream.read_to_end(&mut got).await.unwrap();
+        stream.write_all(&got).await.unwrap();
+        stream.shutdown().await.unwrap();
+    };
+    // The connection is driven while its call runs, and after it ends.
+    let ((), after) = tokio::join!(echo, connection.next());
+    assert!(after.is_none(), "closed once idle");
+    assert_eq!(flow.await.unwrap(), b"x");
+}

@@ -1,0 +1,314 @@
+//! WebSocket under an inbound (seed 003 step 2): the upgrade request read
+//! and answered, then the stream of binary messages as bytes
+//! ([`WsStream`]).
+//!
+//! The request head is read here and tungstenite's server handshake
+//! (`create_response`, which checks the upgrade and derives the accept
+//! key, and `write_response`) answers it, rather than its `accept`, so
+//! that the port behaves as Xray's, a Go web server, does:
+//! - a request for another path is a 404, whether or not it asks for an
+//!   upgrade (tungstenite's `accept` sends nothing at all to a request
+//!   that is no upgrade, which tells a prober what listens);
+//! - a request at the path that is no valid upgrade is a 400;
+//! - frames a client sends right behind its request are kept
+//!   (tungstenite's `accept` refuses them as junk).
+//!
+//! Early data as Xray and sing-box send it: the stream's first bytes,
+//! base64url, unpadded, in `Sec-WebSocket-Protocol`; the 101 echoes the
+//! header, as Xray does, so a client that offered a subprotocol sees it
+//! taken. A value that is no base64 is no early data, and is not echoed.
+//!
+//! The seed checks Host too; the plan has no host for a server yet, so
+//! any Host is served.
+
+use std::io;
+
+use bytes::Bytes;
+use etemenanki_proto::http::head_end;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::handshake::machine::TryParse;
+use tokio_tungstenite::tungstenite::handshake::server::{create_response, write_response, Request};
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::WebSocketStream;
+
+use super::WsStream;
+use crate::Stream;
+
+/// The longest request head read before refusing it with a 431: room for
+/// the headers a browser sends and 8 KiB of early data.
+const MAX_REQUEST_HEAD: usize = 16 * 1024;
+
+/// The largest frame and message a client may send. tungstenite holds a
+/// frame whole until it has all of it, so this bounds what one connection
+/// can make the server hold (its default is 16 MiB a frame, 64 MiB a
+/// message); clients write one frame per write of their relay, a few KiB.
+const MAX_MESSAGE: usize = 1024 * 1024;
+
+/// What Go's `http.NotFound` sends, as Xray answers a request for another
+/// path.
+const RESPONSE_NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\n\
+Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n\
+Content-Length: 19\r\nConnection: close\r\n\r\n404 page not found\n";
+
+/// What gorilla/websocket sends for a request at the path that is no
+/// upgrade.
+const RESPONSE_BAD_REQUEST: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n\
+Content-Length: 12\r\nConnection: close\r\n\r\nBad Request\n";
+
+const RESPONSE_TOO_LARGE: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\n\
+Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n\
+431 Request Header Fields Too Large";
+
+/// How one inbound takes its upgrades.
+#[derive(Clone, Debug)]
+pub struct WsServer {
+    path: String,
+}
+
+/// What to answer one request head.
+#[derive(Debug)]
+enum Answer {
+    /// The 101 to send, and the early data the request carried.
+    Upgrade { response: Vec<u8>, early: Vec<u8> },
+    /// The response to send before closing, and why.
+    Refuse {
+        response: &'static [u8],
+        error: io::Error,
+    },
+}
+
+impl WsServer {
+    /// `path` is the request path served; a query string after it is
+    /// ignored (Xray's clients put `?ed=2048` there).
+    pub fn new(path: &str) -> Self {
+        WsServer {
+            path: path.to_owned(),
+        }
+    }
+
+    /// Reads the upgrade request from `stream` and answers it. A refused
+    /// request gets its HTTP answer and the connection is closed; the error
+    /// says why. The caller bounds the time this takes.
+    pub async fn accept(&self, mut stream: Stream) -> io::Result<WsStream> {
+        let mut input = Vec::with_capacity(1024);
+        let len = loop {
+            if let Some(len) = head_end(&input) {
+                break len;
+            }
+            if input.len() >= MAX_REQUEST_HEAD {
+                return Err(refuse(
+                    &mut stream,
+                    RESPONSE_TOO_LARGE,
+                    invalid("websocket: the upgrade request head is too long".into()),
+                )
+                .await);
+            }
+            input.reserve(1024.min(MAX_REQUEST_HEAD - input.len()));
+            if stream.read_buf(&mut input).await? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "websocket: the client closed the connection before its upgrade request",
+                ));
+            }
+        };
+        match self.answer(&input[..len]) {
+            Answer::Refuse { response, error } => Err(refuse(&mut stream, response, error).await),
+            Answer::Upgrade { response, early } => {
+                stream.write_all(&response).await?;
+                stream.flush().await?;
+                // Frames the client sent right behind its request.
+                let ahead = input.split_off(len);
+                let ws = WebSocketStream::from_partially_read(
+                    stream,
+                    ahead,
+                    Role::Server,
+                    Some(config()),
+                )
+                .await;
+                Ok(WsStream::with_first(ws, Bytes::from(early)))
+            }
+        }
+    }
+
+    /// The answer to `head`, a whole request head.
+    fn answer(&self, head: &[u8]) -> Answer {
+        let target = head
+            .split(|b| *b == b' ')
+            .nth(1)
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .unwrap_or_default();
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        if path != self.path {
+            return Answer::Refuse {
+                response: RESPONSE_NOT_FOUND,
+                error: io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("websocket: no upgrade at {path:?}"),
+                ),
+            };
+        }
+        let bad = |e: &dyn std::fmt::Display| Answer::Refuse {
+            response: RESPONSE_BAD_REQUEST,
+            error: invalid(format!("websocket: not an upgrade request: {e}")),
+        };
+        let request = match Request::try_parse(head) {
+            Ok(Some((_, request))) => request,
+            Ok(None) => return bad(&"incomplete head"),
+            Err(e) => return bad(&e),
+        };
+        let mut response = match create_response(&request) {
+            Ok(response) => response,
+            Err(e) => return bad(&e),
+        };
+        let offered = request.headers().get("sec-websocket-protocol");
+        let early = offered
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| etemenanki_ir::base64::decode(value.trim()))
+            .unwrap_or_default();
+        if let (false, Some(offered)) = (early.is_empty(), offered) {
+            response
+                .headers_mut()
+                .insert("sec-websocket-protocol", HeaderValue::clone(offered));
+        }
+        let mut out = Vec::with_capacity(256);
+        match write_response(&mut out, &response) {
+            Ok(()) => Answer::Upgrade {
+                response: out,
+                early,
+            },
+            Err(e) => bad(&e),
+        }
+    }
+}
+
+fn invalid(text: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, text)
+}
+
+/// Sends `response` and closes the connection; returns `error`.
+async fn refuse(stream: &mut Stream, response: &[u8], error: io::Error) -> io::Error {
+    // The client may be gone already; the refusal is the error either way.
+    if stream.write_all(response).await.is_ok() {
+        let _ = stream.shutdown().await;
+    }
+    error
+}
+
+fn config() -> WebSocketConfig {
+    super::config()
+        .max_frame_size(Some(MAX_MESSAGE))
+        .max_message_size(Some(MAX_MESSAGE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+    const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+    fn request(target: &str, extra: &str) -> Vec<u8> {
+        format!(
+            "GET {target} HTTP/1.1\r\nHost: cdn.example\r\nConnection: Upgrade\r\n\
+             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {KEY}\r\n\
+             {extra}\r\n"
+        )
+        .into_bytes()
+    }
+
+    fn upgrade(answer: Answer) -> (String, Vec<u8>) {
+        match answer {
+            Answer::Upgrade { response, early } => (String::from_utf8(response).unwrap(), early),
+            Answer::Refuse { error, .. } => panic!("refused: {error}"),
+        }
+    }
+
+    fn refusal(answer: Answer) -> (&'static [u8], io::Error) {
+        match answer {
+            Answer::Refuse { response, error } => (response, error),
+            Answer::Upgrade { .. } => panic!("upgraded"),
+        }
+    }
+
+    #[test]
+    fn the_path_upgrades_with_the_rfc_accept_token_and_a_query_is_ignored() {
+        let server = WsServer::new("/ws");
+        for target in ["/ws", "/ws?ed=2048"] {
+            let (response, early) = upgrade(server.answer(&request(target, "")));
+            assert!(response.starts_with("HTTP/1.1 101 "), "{response}");
+            assert!(
+                response.contains(&format!("sec-websocket-accept: {ACCEPT}\r\n")),
+                "{response}"
+            );
+            assert!(!response.contains("sec-websocket-protocol"), "{response}");
+            assert!(early.is_empty());
+        }
+    }
+
+    #[test]
+    fn early_data_is_decoded_and_its_header_echoed() {
+        let server = WsServer::new("/ws");
+        let encoded = etemenanki_ir::base64::encode_url(b"\x16\x03\x01 first bytes");
+        let head = request(
+            "/ws?ed=2048",
+            &format!("Sec-WebSocket-Protocol: {encoded}\r\n"),
+        );
+        let (response, early) = upgrade(server.answer(&head));
+        assert_eq!(early, b"\x16\x03\x01 first bytes");
+        assert!(
+            response.contains(&format!("sec-websocket-protocol: {encoded}\r\n")),
+            "{response}"
+        );
+    }
+
+    #[test]
+    fn a_protocol_header_that_is_no_base64_is_no_early_data() {
+        let server = WsServer::new("/ws");
+        let head = request("/ws", "Sec-WebSocket-Protocol: chat, superchat\r\n");
+        let (response, early) = upgrade(server.answer(&head));
+        assert!(early.is_empty());
+        assert!(!response.contains("sec-websocket-protocol"), "{response}");
+    }
+
+    #[test]
+    fn another_path_is_a_404_upgrade_or_not() {
+        let server = WsServer::new("/ws");
+        for head in [
+            request("/other", ""),
+            request("/ws/", ""),
+            b"GET / HTTP/1.1\r\nHost: cdn.example\r\n\r\n".to_vec(),
+            b"POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        ] {
+            let (response, error) = refusal(server.answer(&head));
+            assert_eq!(response, RESPONSE_NOT_FOUND);
+            assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        }
+        let (_, error) = refusal(server.answer(&request("/other?ed=1", "")));
+        assert_eq!(error.to_string(), "websocket: no upgrade at \"/other\"");
+    }
+
+    #[test]
+    fn a_request_at_the_path_that_is_no_upgrade_is_a_400() {
+        let server = WsServer::new("/ws");
+        for head in [
+            b"GET /ws HTTP/1.1\r\nHost: cdn.example\r\n\r\n".to_vec(),
+            b"POST /ws HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            String::from_utf8(request("/ws", ""))
+                .unwrap()
+                .replace("Version: 13", "Version: 8")
+                .into_bytes(),
+        ] {
+            let (response, error) = refusal(server.answer(&head));
+            assert_eq!(response, RESPONSE_BAD_REQUEST);
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("websocket: not an upgrade request: "),
+                "{error}"
+            );
+        }
+    }
+}
