@@ -7,6 +7,7 @@ mod curl;
 mod dante;
 mod dns;
 mod grpc;
+mod hysteria2;
 mod microsocks;
 mod serve;
 mod serve_shadowsocks;

@@ -5,8 +5,8 @@
 //! as a ratio to direct. See README.md.
 
 mod chain;
-mod full;
 mod dns;
+mod full;
 mod interrupt;
 mod measure;
 mod peers;

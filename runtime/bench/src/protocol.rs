@@ -65,10 +65,15 @@ pub enum Protocol {
     /// vless over gRPC and TLS, to sing-box (v2ray 4.34 has no gRPC).
     VlessGrpc,
     Wireguard,
+    /// Hysteria 2 over QUIC, BBR on both ends, to sing-box.
+    Hysteria2,
+    /// Hysteria 2 end to end: each client in front of its own project's
+    /// server (ours to ours, sing-box to sing-box).
+    Hysteria2Chain,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 7] = [
+    pub const ALL: [Protocol; 9] = [
         Protocol::Shadowsocks,
         Protocol::Ss2022,
         Protocol::Trojan,
@@ -76,6 +81,8 @@ impl Protocol {
         Protocol::VlessWs,
         Protocol::VlessGrpc,
         Protocol::Wireguard,
+        Protocol::Hysteria2,
+        Protocol::Hysteria2Chain,
     ];
 
     pub fn name(self) -> &'static str {
@@ -89,14 +96,28 @@ impl Protocol {
                 "vless over grpc and tls, server sing-box (v2ray 4.34 has no grpc)"
             }
             Protocol::Wireguard => "wireguard, server sing-box's wireguard endpoint",
+            Protocol::Hysteria2 => "hysteria2 (QUIC, BBR), server sing-box",
+            Protocol::Hysteria2Chain => {
+                "hysteria2 (QUIC, BBR), full chains: ours to ours, sing-box to sing-box"
+            }
         }
+    }
+
+    /// Whether the chain is measured on UDP too: Hysteria 2, whose UDP is
+    /// its own path (QUIC datagrams); the others are compared on TCP alone.
+    pub fn measures_udp(self) -> bool {
+        matches!(self, Protocol::Hysteria2 | Protocol::Hysteria2Chain)
     }
 
     /// Whether the server presents the bench's certificate.
     fn uses_tls(self) -> bool {
         matches!(
             self,
-            Protocol::Trojan | Protocol::VlessWs | Protocol::VlessGrpc
+            Protocol::Trojan
+                | Protocol::VlessWs
+                | Protocol::VlessGrpc
+                | Protocol::Hysteria2
+                | Protocol::Hysteria2Chain
         )
     }
 }
@@ -153,7 +174,10 @@ pub fn launch(
         Protocol::Shadowsocks | Protocol::Ss2022 => require(SSSERVER),
         Protocol::Trojan => require(TROJAN),
         Protocol::VlessWs => require(V2RAY),
-        Protocol::Vmess | Protocol::VlessGrpc => require(SING_BOX),
+        Protocol::Vmess | Protocol::VlessGrpc | Protocol::Hysteria2 => require(SING_BOX),
+        // Our server needs no peer; sing-box's chain ends at sing-box.
+        Protocol::Hysteria2Chain if client == Client::Etemenanki => Ok(PathBuf::new()),
+        Protocol::Hysteria2Chain => require(SING_BOX),
         Protocol::Wireguard => require(SING_BOX),
     };
     let client_bin = match client {
@@ -179,8 +203,10 @@ pub fn launch(
         .then(|| Pki::make(server_dir.path()))
         .transpose()?;
     let server_addr = loopback(free_port()?);
+    let ours_to_ours = protocol == Protocol::Hysteria2Chain && client == Client::Etemenanki;
     let mut command = Command::new(&server_bin);
     match protocol {
+        _ if ours_to_ours => {}
         Protocol::Shadowsocks | Protocol::Ss2022 => {
             let (method, key) = method_and_key(protocol);
             command
@@ -208,7 +234,7 @@ pub fn launch(
             )?;
             command.arg("-config").arg(&config);
         }
-        Protocol::Vmess | Protocol::VlessGrpc => {
+        Protocol::Vmess | Protocol::VlessGrpc | Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
             let pair = pki.as_ref().map(|p| (p.cert.as_path(), p.key.as_path()));
             let config = server_dir.path().join("sing-box.json");
             std::fs::write(
@@ -224,19 +250,32 @@ pub fn launch(
         }
     }
     let server_name: &'static str = match protocol {
+        _ if ours_to_ours => "etemenanki hysteria2 server",
         Protocol::Trojan => "trojan-gfw server",
         Protocol::VlessWs => "v2ray server",
-        Protocol::Vmess | Protocol::VlessGrpc => "sing-box server",
+        Protocol::Vmess | Protocol::VlessGrpc | Protocol::Hysteria2 | Protocol::Hysteria2Chain => {
+            "sing-box server"
+        }
         Protocol::Shadowsocks | Protocol::Ss2022 => "ssserver",
         Protocol::Wireguard => "sing-box wireguard server",
     };
-    let server = Proxy::spawn_until(
-        server_name,
-        command,
-        server_addr,
-        server_dir,
-        Ready::Accepts,
-    )?;
+    // A QUIC server accepts no TCP connection: it is ready once its UDP
+    // port is bound.
+    let ready = if protocol.measures_udp() {
+        Ready::BoundUdp
+    } else {
+        Ready::Accepts
+    };
+    let server = if ours_to_ours {
+        let pki = pki.as_ref().expect("hysteria2 has certificates");
+        let config = etemenanki_hysteria2_server_config(server_addr.port(), &pki.cert, &pki.key);
+        match launch_etemenanki_as(server_name, bins, &config, server_addr, server_dir, ready)? {
+            Ok(server) => server,
+            Err(why) => return Ok(Launch::Skipped(why)),
+        }
+    } else {
+        Proxy::spawn_until(server_name, command, server_addr, server_dir, ready)?
+    };
     // The server is listening, so the front's port cannot be its.
     let front_addr = loopback(free_port()?);
     let front_dir = ScratchDir::new(&format!("{name}-front"))?;
@@ -386,6 +425,18 @@ pub fn etemenanki_config(
              endpoint = \"127.0.0.1:{server_port}\"\naddresses = [\"{WG_CLIENT_V4}\"]\n\
              mtu = {WG_MTU}\n"
         ),
+        Protocol::Hysteria2 | Protocol::Hysteria2Chain => format!(
+            "protocol = \"hysteria2\"\nserver = \"127.0.0.1\"\nport = {server_port}\n\n\
+             [outbound.stream.tls]\nca_file = \"{}\"\n\n\
+             [outbound.settings]\npassword = \"{PASSWORD}\"\n\
+             max_concurrent_streams = 4096\n",
+            ca.map(show).unwrap_or_default()
+        ),
+    };
+    let udp = if protocol.measures_udp() {
+        "\n[inbound.settings]\nudp = true\n"
+    } else {
+        ""
     };
     format!(
         "\
@@ -394,7 +445,7 @@ tag = \"socks-in\"
 protocol = \"socks\"
 listen = \"127.0.0.1\"
 port = {port}
-
+{udp}
 [[outbound]]
 tag = \"out\"
 {outbound}
@@ -459,6 +510,12 @@ pub fn sing_box_config(
 "#
             );
         }
+        Protocol::Hysteria2 | Protocol::Hysteria2Chain => format!(
+            r#"{{ "type": "hysteria2", "tag": "out", "server": "127.0.0.1", "server_port": {server_port},
+    "password": "{PASSWORD}",
+    "tls": {{ "enabled": true, "server_name": "127.0.0.1", "alpn": ["h3"], "certificate_path": "{}" }} }}"#,
+            ca.map(show).unwrap_or_default()
+        ),
     };
     format!(
         r#"{{
@@ -553,6 +610,12 @@ pub fn sing_box_server_config(
             show(cert),
             show(key)
         ),
+        (Protocol::Hysteria2 | Protocol::Hysteria2Chain, Some((cert, key))) => format!(
+            r#""type": "hysteria2", "users": [{{ "name": "bench", "password": "{PASSWORD}" }}],
+    "tls": {{ "enabled": true, "alpn": ["h3"], "certificate_path": "{}", "key_path": "{}" }}"#,
+            show(cert),
+            show(key)
+        ),
         _ => format!(r#""type": "vmess", "users": [{{ "uuid": "{UUID}", "alterId": 0 }}]"#),
     };
     format!(
@@ -586,6 +649,19 @@ pub fn wireguard_server_config(port: u16) -> String {
   "route": {{ "final": "direct" }}
 }}
 "#
+    )
+}
+
+/// Our runtime serving Hysteria 2 on UDP `port` with the bench's
+/// certificate, accepting the bench's password, then freedom.
+pub fn etemenanki_hysteria2_server_config(port: u16, cert: &Path, key: &Path) -> String {
+    format!(
+        "[[inbound]]\ntag = \"hy2-in\"\nprotocol = \"hysteria2\"\nlisten = \"127.0.0.1\"\nport = {port}\n\n\
+         [inbound.stream.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n\n\
+         [inbound.settings]\npassword = \"{PASSWORD}\"\n\n\
+         [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n",
+        show(cert),
+        show(key)
     )
 }
 

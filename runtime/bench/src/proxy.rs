@@ -80,6 +80,10 @@ pub enum Ready {
     /// It accepts a TCP connection: a server behind TLS, which the bench
     /// cannot greet; the chain in front of it is checked end to end.
     Accepts,
+    /// Its UDP port is bound (a bind of it fails): a QUIC server, which
+    /// accepts no TCP connection; the chain in front of it is checked end
+    /// to end.
+    BoundUdp,
 }
 
 pub struct Proxy {
@@ -156,10 +160,16 @@ impl Proxy {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             self.check_alive()?;
-            let greeted = client::dial(self.addr).and_then(|mut s| match ready {
-                Ready::Socks5 => client::greet(&mut s),
-                Ready::Accepts => Ok(()),
-            });
+            let greeted = match ready {
+                Ready::BoundUdp => match std::net::UdpSocket::bind(self.addr) {
+                    Ok(_) => Err(io::Error::other("the udp port is not bound yet")),
+                    Err(_) => Ok(()),
+                },
+                _ => client::dial(self.addr).and_then(|mut s| match ready {
+                    Ready::Socks5 => client::greet(&mut s),
+                    _ => Ok(()),
+                }),
+            };
             match greeted {
                 Ok(()) => return Ok(()),
                 Err(e) if Instant::now() >= deadline => {

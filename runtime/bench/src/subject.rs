@@ -2,8 +2,8 @@
 //! Debian peer, through Etemenanki, through chains of two proxies that
 //! speak SOCKS over TLS between them, and through protocol chains: a
 //! client (ours or a peer's) in front of a real shadowsocks, trojan,
-//! vmess, vless or WireGuard server; and full chains, one program at both
-//! ends of a protocol.
+//! vmess, vless, WireGuard or Hysteria 2 server; and full chains, one
+//! program at both ends of a protocol.
 
 use std::net::SocketAddr;
 
@@ -118,6 +118,18 @@ pub enum Subject {
     /// ... sing-box to sing-box.
     #[value(name = "full-trojan-sing-box")]
     FullTrojanSingBox,
+    /// Hysteria 2 to sing-box's hysteria2 inbound over QUIC: our runtime.
+    #[value(name = "hy2-etemenanki")]
+    Hy2Etemenanki,
+    /// ... sing-box.
+    #[value(name = "hy2-sing-box")]
+    Hy2SingBox,
+    /// Hysteria 2 end to end: our client to our hysteria2 inbound.
+    #[value(name = "hy2-etemenanki-to-etemenanki")]
+    Hy2Ours,
+    /// ... sing-box's client to sing-box's server.
+    #[value(name = "hy2-sing-box-to-sing-box")]
+    Hy2SingBoxChain,
 }
 
 impl Subject {
@@ -132,7 +144,7 @@ impl Subject {
     ];
 
     /// Every protocol chain, ours first within each protocol.
-    pub const PROTOCOL_CHAINS: [Subject; 20] = [
+    pub const PROTOCOL_CHAINS: [Subject; 24] = [
         Subject::SsEtemenanki,
         Subject::SsSslocal,
         Subject::SsLocal,
@@ -153,6 +165,10 @@ impl Subject {
         Subject::VlessGrpcSingBox,
         Subject::WgEtemenanki,
         Subject::WgSingBox,
+        Subject::Hy2Etemenanki,
+        Subject::Hy2SingBox,
+        Subject::Hy2Ours,
+        Subject::Hy2SingBoxChain,
     ];
 
     /// Every full chain, ours first within each protocol.
@@ -219,6 +235,10 @@ impl Subject {
             Subject::FullTrojanEtemenanki => "full-trojan-etemenanki",
             Subject::FullTrojanGfw => "full-trojan-gfw",
             Subject::FullTrojanSingBox => "full-trojan-sing-box",
+            Subject::Hy2Etemenanki => "hy2-etemenanki",
+            Subject::Hy2SingBox => "hy2-sing-box",
+            Subject::Hy2Ours => "hy2-etemenanki-to-etemenanki",
+            Subject::Hy2SingBoxChain => "hy2-sing-box-to-sing-box",
         }
     }
 
@@ -282,6 +302,10 @@ impl Subject {
             Subject::VlessGrpcSingBox => (Protocol::VlessGrpc, Client::SingBox),
             Subject::WgEtemenanki => (Protocol::Wireguard, Client::Etemenanki),
             Subject::WgSingBox => (Protocol::Wireguard, Client::SingBox),
+            Subject::Hy2Etemenanki => (Protocol::Hysteria2, Client::Etemenanki),
+            Subject::Hy2SingBox => (Protocol::Hysteria2, Client::SingBox),
+            Subject::Hy2Ours => (Protocol::Hysteria2Chain, Client::Etemenanki),
+            Subject::Hy2SingBoxChain => (Protocol::Hysteria2Chain, Client::SingBox),
             _ => return None,
         })
     }

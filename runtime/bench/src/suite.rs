@@ -144,8 +144,10 @@ pub fn measure_round(
         Ok(bulk) => best.keep_bulk(subject, bulk.mb_per_second(), &bulk.cpu_per_gib()),
         Err(e) => best.keep(subject, Figure::Bulk, Err(e)),
     }
-    // The protocol and full chains are compared on TCP alone.
-    if subject.is_protocol_chain() {
+    // The protocol and full chains are compared on TCP alone, but for
+    // Hysteria 2.
+    let measures_udp = subject.protocol().is_some_and(|(p, _)| p.measures_udp());
+    if subject.is_protocol_chain() && !measures_udp {
         best.not_applicable(subject, Figure::Udp);
         best.not_applicable(subject, Figure::CpuPerUdp);
         check_alive(column);

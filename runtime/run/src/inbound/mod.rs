@@ -7,6 +7,7 @@ mod datagrams;
 mod dns;
 mod handshake;
 mod http;
+mod hysteria2;
 mod proxy;
 mod refused;
 mod sniff;
@@ -50,6 +51,8 @@ enum Serve {
         udp: bool,
     },
     Http,
+    /// QUIC on a UDP socket: served by hysteria2.rs, never by the TCP loop.
+    Hysteria2,
     Trojan {
         users: Arc<trojan::server::Users>,
         fallback: Option<SocketAddr>,
@@ -146,15 +149,8 @@ impl Serve {
                 (serve, &TCP, None)
             }
             InboundProtocol::Dns => (Serve::Dns, &TCP, None),
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!(
-                        "the {} inbound is not supported by this runtime yet",
-                        other.name()
-                    ),
-                ))
-            }
+            // Bound by hysteria2.rs, on QUIC: its TCP side serves nothing.
+            InboundProtocol::Hysteria2 { .. } => (Serve::Hysteria2, &TCP, None),
         })
     }
 }
@@ -260,6 +256,8 @@ pub struct Inbound {
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
     udp_task: Option<JoinHandle<()>>,
+    /// A hysteria2 inbound's QUIC server, in place of the TCP listener.
+    quic: Option<hysteria2::Listener>,
     /// Connections end when this sender is dropped.
     stop: watch::Sender<()>,
 }
@@ -276,6 +274,9 @@ impl Inbound {
         dialer: Dialer,
         handoff: Option<Handoff>,
     ) -> io::Result<Inbound> {
+        if let InboundProtocol::Hysteria2 { .. } = spec.protocol {
+            return hysteria2::bind(spec, limits, plane, dialer, handoff);
+        }
         let (serve, shape, tls) = Serve::build(&spec.protocol)?;
         let accounts = match &spec.protocol {
             InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
@@ -323,6 +324,7 @@ impl Inbound {
             shared,
             accept: None,
             udp_task: None,
+            quic: None,
             stop: watch::channel(()).0,
         })
     }
@@ -358,6 +360,11 @@ impl Inbound {
             let shared = self.shared.clone();
             let stop = self.stop.subscribe();
             self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
+        }
+        if let Some(quic) = self.quic.take() {
+            let shared = self.shared.clone();
+            let stop = self.stop.subscribe();
+            self.accept = Some(tokio::spawn(hysteria2::serve(quic, shared, stop)));
         }
         if self.udp_task.is_none() {
             if let Some(udp) = self.udp.as_ref() {
@@ -546,6 +553,10 @@ async fn serve_stream(
             drop(handshake);
             dns::serve_tcp(shared, client).await
         }
+        Serve::Hysteria2 => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "hysteria2 accepts no tcp connection",
+        )),
         Serve::Trojan { users, fallback } => {
             proxy::trojan(shared, client, peer, handshake, users.clone(), *fallback).await
         }

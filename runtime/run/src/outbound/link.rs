@@ -11,6 +11,7 @@ use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 
 use super::freedom::ResolvingUdp;
+use super::hysteria2::Hy2DatagramLink;
 use super::shadowsocks_udp::SsUdp;
 use super::socks_udp::SocksUdp;
 use super::ss2022_udp::Ss2022Udp;
@@ -53,6 +54,8 @@ pub enum OutboundDatagram {
     Ss2022(Box<Ss2022Udp>),
     Vmess(Box<VmessUdp>),
     Wireguard(Box<WgDatagram>),
+    /// A UDP session over the outbound's QUIC connection.
+    Hy2(Box<Hy2DatagramLink>),
     /// Swallows every packet and never receives: how a blocked peer's
     /// packets are dropped without harming the rest of the association.
     Blackhole,
@@ -86,6 +89,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Ss2022(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Vmess(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Wireguard(udp) => udp.poll_send_to(cx, payload, to),
+            OutboundDatagram::Hy2(udp) => udp.poll_send_to(cx, payload, to),
             OutboundDatagram::Blackhole => Poll::Ready(Ok(())),
             OutboundDatagram::Dns(udp) => udp.poll_send_to(cx, payload, to),
         }
@@ -105,6 +109,7 @@ impl DatagramLink for OutboundDatagram {
             OutboundDatagram::Ss2022(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Vmess(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Wireguard(udp) => udp.poll_recv_from(cx, buf),
+            OutboundDatagram::Hy2(udp) => udp.poll_recv_from(cx, buf),
             OutboundDatagram::Blackhole => Poll::Pending,
             OutboundDatagram::Dns(udp) => udp.poll_recv_from(cx, buf),
         }

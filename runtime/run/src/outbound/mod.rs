@@ -5,6 +5,7 @@
 mod freedom;
 mod handshake;
 mod http;
+mod hysteria2;
 mod link;
 mod link_names;
 mod shadowsocks;
@@ -35,6 +36,7 @@ use crate::id::OutboundId;
 use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
+use hysteria2::Hysteria2;
 pub use link::{DatagramFuture, DatagramLink, OutboundDatagram};
 use shadowsocks::Shadowsocks;
 use socks::Socks;
@@ -69,6 +71,8 @@ enum Kind {
     Vmess(Box<Vmess>),
     /// Boxed: a connector with its resolvers and tunnel slot.
     Wireguard(Box<Wireguard>),
+    /// Boxed: it holds a resolver, a dialer and its connection slot.
+    Hysteria2(Box<Hysteria2>),
     Blackhole,
     /// The internal DNS service, the route target `dns`: built with the DNS
     /// spec, never from an outbound spec.
@@ -143,15 +147,11 @@ impl Outbound {
             OutboundProtocol::Wireguard(wg) => {
                 Kind::Wireguard(Box::new(Wireguard::new(wg, dialer, dns)))
             }
-            other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!(
-                        "the {} outbound is not supported by this runtime yet",
-                        other.name()
-                    ),
-                ))
-            }
+            OutboundProtocol::Hysteria2(hy2) => Kind::Hysteria2(Box::new(Hysteria2::new(
+                hy2,
+                dialer.clone(),
+                dns.servers.clone(),
+            ))),
         };
         Ok(Outbound {
             id: OutboundId::new(&spec.tag, version),
@@ -212,6 +212,7 @@ impl Outbound {
             Kind::Vless(vless) => vless.connect(destination).await,
             Kind::Vmess(vmess) => vmess.connect(destination).await,
             Kind::Wireguard(wg) => wg.connect(destination, resolved).await,
+            Kind::Hysteria2(hy2) => hy2.connect(destination).await,
             Kind::Blackhole => Ok(OutboundStream::Blackhole),
             Kind::Dns(service) => Ok(OutboundStream::Dns(Box::new(
                 crate::dns::DnsTcpStream::new(service.clone()),
@@ -271,6 +272,10 @@ impl Outbound {
                 .associate()
                 .await
                 .map(|udp| OutboundDatagram::Wireguard(Box::new(udp))),
+            Kind::Hysteria2(hy2) => hy2
+                .associate()
+                .await
+                .map(|udp| OutboundDatagram::Hy2(Box::new(udp))),
             Kind::Blackhole => Ok(OutboundDatagram::Blackhole),
             Kind::Dns(service) => Ok(OutboundDatagram::Dns(Box::new(
                 crate::dns::DnsUdpLink::new(service.clone()),

@@ -12,6 +12,7 @@ use super::vless_stream::VlessStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::hysteria2::Hy2Stream;
 use super::shadowsocks::SsFramed;
 use super::ss2022::Ss2022Framed;
 use super::vmess::VmessFramed;
@@ -35,6 +36,8 @@ pub enum OutboundStream {
     Vmess(Box<VmessFramed>),
     /// A TCP connection inside a WireGuard tunnel.
     Wireguard(WgStream),
+    /// A Hysteria 2 proxy stream over the outbound's QUIC connection.
+    Hy2(Hy2Stream),
     /// Reads EOF at once and swallows every write.
     Blackhole,
     /// A TCP flow answered by the internal DNS service.
@@ -62,6 +65,7 @@ impl OutboundStream {
             | OutboundStream::Ss2022(_)
             | OutboundStream::Vmess(_)
             | OutboundStream::Wireguard(_)
+            | OutboundStream::Hy2(_)
             | OutboundStream::Blackhole
             | OutboundStream::Dns(_) => None,
         }
@@ -77,6 +81,7 @@ impl OutboundStream {
             OutboundStream::Vless(vless) => vless.get_ref().local_addr(),
             OutboundStream::Vmess(framed) => framed.get_ref().local_addr(),
             OutboundStream::Wireguard(_)
+            | OutboundStream::Hy2(_)
             | OutboundStream::Blackhole
             | OutboundStream::Dns(_) => return None,
         };
@@ -98,6 +103,7 @@ impl AsyncRead for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_read(cx, buf),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_read(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
             OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
         }
@@ -118,6 +124,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_write(cx, buf),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_write(cx, buf),
             OutboundStream::Blackhole => Poll::Ready(Ok(buf.len())),
             OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
         }
@@ -132,6 +139,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_flush(cx),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_flush(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
             OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
         }
@@ -146,6 +154,7 @@ impl AsyncWrite for OutboundStream {
             OutboundStream::Vless(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Vmess(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
             OutboundStream::Wireguard(stream) => Pin::new(stream).poll_shutdown(cx),
+            OutboundStream::Hy2(stream) => Pin::new(stream).poll_shutdown(cx),
             OutboundStream::Blackhole => Poll::Ready(Ok(())),
             OutboundStream::Dns(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
         }

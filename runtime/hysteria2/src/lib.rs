@@ -1,0 +1,22 @@
+//! Hysteria 2 (PROTOCOL.md of apernet/hysteria): TCP flows as QUIC streams
+//! and UDP as QUIC datagrams over one authenticated connection, optionally
+//! obfuscated by Salamander.
+//!
+//! The wire format ([`tcp`], [`udp`], [`auth`]), Salamander's transform,
+//! Brutal's window and the reconnect schedule ([`backoff`]) are sans-IO and
+//! tested without sockets; [`client`] and [`server`] run them over quinn.
+
+pub mod auth;
+pub mod backoff;
+pub mod client;
+pub mod congestion;
+pub mod salamander;
+pub mod server;
+pub mod tcp;
+pub mod tls;
+mod transport;
+pub mod udp;
+mod varint;
+
+pub use salamander::Salamander;
+pub use tls::Verify;

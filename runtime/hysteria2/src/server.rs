@@ -1,0 +1,431 @@
+//! The server side: a QUIC endpoint on one UDP socket, the authentication
+//! of each connection (once, over HTTP/3; a wrong password is answered as
+//! an ordinary web server answers, 404), then proxy streams.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use quinn::crypto::rustls::QuicServerConfig;
+use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::congestion::CongestionFactory;
+use crate::salamander::{Salamander, SalamanderSocket};
+use crate::{auth, tcp, transport};
+
+/// What the server accepts.
+#[derive(Clone)]
+pub struct ServerConfig {
+    pub passwords: Vec<String>,
+    /// Whether UDP is relayed (announced in the authentication answer).
+    pub udp: bool,
+    /// Bits a second this side sends at most and receives at most; 0: no
+    /// limit (the client's announced rate, else BBR; "auto" for receive).
+    pub up_bps: u64,
+    pub down_bps: u64,
+}
+
+/// A QUIC endpoint serving Hysteria 2 on one UDP socket. Each connection
+/// is accepted with a transport of its own, so each has its own
+/// congestion rate.
+pub struct Server {
+    endpoint: Endpoint,
+    crypto: Arc<QuicServerConfig>,
+}
+
+impl Server {
+    /// Serves on `socket` with `tls`, Salamander when `obfs` is set.
+    pub fn bind(
+        socket: std::net::UdpSocket,
+        tls: rustls::ServerConfig,
+        obfs: Option<Salamander>,
+    ) -> io::Result<Server> {
+        let runtime = Arc::new(TokioRuntime);
+        let mut socket: Arc<dyn AsyncUdpSocket> = runtime.wrap_udp_socket(socket)?;
+        if let Some(salamander) = obfs {
+            socket = Arc::new(SalamanderSocket::new(socket, salamander));
+        }
+        let crypto = Arc::new(
+            QuicServerConfig::try_from(tls)
+                .map_err(|e| io::Error::other(format!("hysteria2: {e}")))?,
+        );
+        let endpoint = Endpoint::new_with_abstract_socket(
+            EndpointConfig::default(),
+            Some(quinn::ServerConfig::with_crypto(crypto.clone())),
+            socket,
+            runtime,
+        )?;
+        Ok(Server { endpoint, crypto })
+    }
+
+    /// The next connection attempt; `None` once the endpoint is closed.
+    pub async fn accept(&self) -> Option<quinn::Incoming> {
+        self.endpoint.accept().await
+    }
+
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    /// Completes the QUIC handshake of `incoming` and authenticates it.
+    pub async fn handshake(
+        &self,
+        incoming: quinn::Incoming,
+        config: &ServerConfig,
+    ) -> io::Result<Session> {
+        let rate = Arc::new(AtomicU64::new(0));
+        let mut server = quinn::ServerConfig::with_crypto(self.crypto.clone());
+        let mut transport = transport::config(CongestionFactory { rate: rate.clone() });
+        transport.max_concurrent_bidi_streams(1024u32.into());
+        server.transport_config(Arc::new(transport));
+        let quic = incoming
+            .accept_with(Arc::new(server))
+            .map_err(|e| {
+                io::Error::new(io::ErrorKind::ConnectionAborted, format!("hysteria2: {e}"))
+            })?
+            .await?;
+        authenticate(quic, config, &rate).await
+    }
+}
+
+/// An authenticated connection.
+pub struct Session {
+    quic: quinn::Connection,
+    /// Kept: h3 closes the connection when it is dropped.
+    _h3: h3::server::Connection<h3_quinn::Connection, Bytes>,
+}
+
+fn h3_error(e: &dyn std::fmt::Display) -> io::Error {
+    io::Error::other(format!("hysteria2: http/3: {e}"))
+}
+
+/// Serves HTTP/3 on `quic` until a request authenticates; every other
+/// request is answered 404, as a web server without that page answers.
+/// `rate` is the connection's congestion rate, set from the client's
+/// announced receive rate.
+async fn authenticate(
+    quic: quinn::Connection,
+    config: &ServerConfig,
+    rate: &AtomicU64,
+) -> io::Result<Session> {
+    let mut h3 = h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(quic.clone()))
+        .await
+        .map_err(|e| h3_error(&e))?;
+    loop {
+        let Some(resolver) = h3.accept().await.map_err(|e| h3_error(&e))? else {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "hysteria2: the client left before authenticating",
+            ));
+        };
+        let (request, mut stream) = resolver.resolve_request().await.map_err(|e| h3_error(&e))?;
+        let accepted = auth::parse_request(&request).filter(|a| config.passwords.contains(&a.auth));
+        let Some(attempt) = accepted else {
+            let response = http::Response::builder()
+                .status(http::StatusCode::NOT_FOUND)
+                .body(())
+                .map_err(|e| h3_error(&e))?;
+            stream
+                .send_response(response)
+                .await
+                .map_err(|e| h3_error(&e))?;
+            stream.finish().await.map_err(|e| h3_error(&e))?;
+            continue;
+        };
+        // Brutal at the client's receive rate (capped by ours) when it
+        // announced one, else BBR, as hysteria's and sing-box's servers do.
+        let tx = match (attempt.rx, config.up_bps / 8) {
+            (0, _) => 0,
+            (rx, 0) => rx,
+            (rx, up) => rx.min(up),
+        };
+        rate.store(tx, Ordering::Relaxed);
+        let mut response = http::Response::builder()
+            .status(http::StatusCode::from_u16(auth::STATUS_OK).map_err(|e| h3_error(&e))?)
+            .body(())
+            .map_err(|e| h3_error(&e))?;
+        let rx = (config.down_bps > 0).then_some(config.down_bps / 8);
+        *response.headers_mut() = auth::reply_headers(config.udp, rx);
+        stream
+            .send_response(response)
+            .await
+            .map_err(|e| h3_error(&e))?;
+        stream.finish().await.map_err(|e| h3_error(&e))?;
+        return Ok(Session { quic, _h3: h3 });
+    }
+}
+
+impl Session {
+    /// The next proxy stream, its request not read yet; `None` once the
+    /// connection has ended.
+    pub async fn accept(&self) -> Option<Pending> {
+        let (send, recv) = self.quic.accept_bi().await.ok()?;
+        Some(Pending { send, recv })
+    }
+
+    /// The datagrams of this connection, for a UDP relay.
+    pub fn connection(&self) -> &quinn::Connection {
+        &self.quic
+    }
+}
+
+/// A proxy stream whose TCPRequest is still to be read.
+pub struct Pending {
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+}
+
+impl Pending {
+    /// Reads the TCPRequest: the address asked for, and the stream.
+    pub async fn request(mut self) -> io::Result<(String, ServerStream)> {
+        let (address, ahead) = read_request(&mut self.recv).await?;
+        Ok((
+            address,
+            ServerStream {
+                send: self.send,
+                recv: self.recv,
+                ahead,
+                at: 0,
+            },
+        ))
+    }
+}
+
+async fn read_request(recv: &mut quinn::RecvStream) -> io::Result<(String, Vec<u8>)> {
+    let limit = 8 + 8 + tcp::MAX_ADDRESS_LEN as usize + 8 + tcp::MAX_PADDING_LEN as usize;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some((address, used)) = tcp::decode_request(&buf)? {
+            buf.drain(..used);
+            return Ok((address, buf));
+        }
+        if buf.len() > limit {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "hysteria2: the request is too long",
+            ));
+        }
+        match recv.read(&mut chunk).await? {
+            Some(n) => buf.extend_from_slice(&chunk[..n]),
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "hysteria2: the client closed the stream before its request",
+                ))
+            }
+        }
+    }
+}
+
+/// A proxy stream the server accepted: answered with [`respond`] once the
+/// destination is dialed (or refused), then relayed.
+///
+/// [`respond`]: ServerStream::respond
+pub struct ServerStream {
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    ahead: Vec<u8>,
+    at: usize,
+}
+
+impl ServerStream {
+    /// Writes the TCPResponse: `ok`, or a refusal with `message`, after
+    /// which the stream is closed.
+    pub async fn respond(&mut self, ok: bool, message: &str) -> io::Result<()> {
+        let mut out = Vec::with_capacity(3 + message.len());
+        tcp::encode_response(ok, message, &[], &mut out);
+        self.send.write_all(&out).await?;
+        if !ok {
+            let _ = self.send.finish();
+        }
+        Ok(())
+    }
+}
+
+impl AsyncRead for ServerStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.at < this.ahead.len() {
+            let n = buf.remaining().min(this.ahead.len() - this.at);
+            buf.put_slice(&this.ahead[this.at..this.at + n]);
+            this.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.recv).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ServerStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().send)
+            .poll_write(cx, buf)
+            .map_err(io::Error::from)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().send).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().send).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{self, ClientConfig};
+    use crate::tls::{self, Verify};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const PASSWORD: &str = "right";
+
+    fn tls_server() -> rustls::ServerConfig {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        tls::server_config(
+            cert.cert.pem().as_bytes(),
+            cert.key_pair.serialize_pem().as_bytes(),
+            &["h3".into()],
+        )
+        .unwrap()
+    }
+
+    /// A server on 127.0.0.1 that echoes every stream it accepts, refusing
+    /// streams to port 9 with "closed port".
+    fn serve(obfs: Option<Salamander>) -> std::net::SocketAddr {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let server = Arc::new(Server::bind(socket, tls_server(), obfs).unwrap());
+        let config = ServerConfig {
+            passwords: vec![PASSWORD.into()],
+            udp: true,
+            up_bps: 0,
+            down_bps: 0,
+        };
+        tokio::spawn(async move {
+            while let Some(incoming) = server.accept().await {
+                let (config, server) = (config.clone(), server.clone());
+                tokio::spawn(async move {
+                    let Ok(session) = server.handshake(incoming, &config).await else {
+                        return;
+                    };
+                    while let Some(pending) = session.accept().await {
+                        tokio::spawn(async move {
+                            let Ok((address, mut stream)) = pending.request().await else {
+                                return;
+                            };
+                            if address.ends_with(":9") {
+                                let _ = stream.respond(false, "closed port").await;
+                                return;
+                            }
+                            stream.respond(true, "").await.unwrap();
+                            let mut buf = [0u8; 4096];
+                            loop {
+                                match stream.read(&mut buf).await {
+                                    Ok(0) | Err(_) => break,
+                                    Ok(n) => stream.write_all(&buf[..n]).await.unwrap(),
+                                }
+                            }
+                            let _ = stream.shutdown().await;
+                        });
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn client_config(password: &str, obfs: Option<Salamander>) -> ClientConfig {
+        ClientConfig {
+            server_name: "localhost".into(),
+            password: password.into(),
+            obfs,
+            up_bps: 0,
+            down_bps: 0,
+            max_concurrent_streams: 2,
+        }
+    }
+
+    async fn dial(
+        server: std::net::SocketAddr,
+        config: &ClientConfig,
+    ) -> io::Result<client::Connection> {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tls = tls::client_config(&Verify::Insecure, &["h3".into()]).unwrap();
+        client::connect(socket, server, config, tls).await
+    }
+
+    async fn echo_through(connection: &Arc<client::Connection>) {
+        let mut stream = connection.open_tcp("example.com:80").await.unwrap();
+        let payload: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        stream.write_all(&payload).await.unwrap();
+        stream.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        stream.read_to_end(&mut back).await.unwrap();
+        assert_eq!(back, payload);
+    }
+
+    #[tokio::test]
+    async fn ours_against_ours_authenticates_once_and_carries_streams() {
+        let server = serve(None);
+        let connection = Arc::new(dial(server, &client_config(PASSWORD, None)).await.unwrap());
+        echo_through(&connection).await;
+        echo_through(&connection).await;
+        let refused = connection.open_tcp("example.com:9").await.err().unwrap();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            refused.to_string(),
+            "hysteria2: the server refused the stream: closed port"
+        );
+        let held = (
+            connection.open_tcp("example.com:80").await.unwrap(),
+            connection.open_tcp("example.com:80").await.unwrap(),
+        );
+        let full = connection.open_tcp("example.com:80").await.err().unwrap();
+        assert_eq!(
+            full.to_string(),
+            "hysteria2: connection is at its concurrent-stream limit"
+        );
+        drop(held);
+        assert!(connection.open_udp().is_ok());
+    }
+
+    #[tokio::test]
+    async fn ours_against_ours_with_salamander() {
+        let key = Salamander::new(b"obfs");
+        let server = serve(Some(key.clone()));
+        let connection = Arc::new(
+            dial(server, &client_config(PASSWORD, Some(key)))
+                .await
+                .unwrap(),
+        );
+        echo_through(&connection).await;
+    }
+
+    #[tokio::test]
+    async fn a_wrong_password_is_answered_404_like_any_web_server() {
+        let server = serve(None);
+        let err = dial(server, &client_config("wrong", None))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            err.to_string(),
+            "hysteria2: authentication failed: the server answered 404"
+        );
+    }
+}

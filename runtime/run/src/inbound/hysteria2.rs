@@ -1,0 +1,362 @@
+//! The hysteria2 inbound (seed 003, "Hysteria 2 和 TUN 如何进入"): QUIC on
+//! one UDP socket instead of the TCP accept loop. Each QUIC connection
+//! takes one admission permit (a full inbound refuses the handshake), is
+//! authenticated once, and each proxy stream it opens runs in a task of its
+//! own, routed and relayed like any flow. Its UDP sessions share one
+//! runtime per connection: every datagram is routed on its own through a
+//! fan-out per session, as a SOCKS association's are.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use bytes::{Bytes, BytesMut};
+use etemenanki_hysteria2::server::{Pending, Server, ServerConfig, ServerStream};
+use etemenanki_hysteria2::udp::{self, Defragger, Message};
+use etemenanki_hysteria2::{tls, Salamander};
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, Obfs};
+use etemenanki_proto::Address;
+use etemenanki_transport::Acceptor;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::admission::Admission;
+use super::{Handoff, Inbound, Serve, Shared, TCP};
+use crate::connect::{open_stream, Flow};
+use crate::dial::Dialer;
+use crate::fanout::FanOut;
+use crate::plane::Plane;
+use crate::relay::{relay, Ended, Relayed};
+
+/// A bound QUIC server, not accepting yet.
+pub struct Listener {
+    server: Server,
+    config: ServerConfig,
+}
+
+fn bind_udp(addr: SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(false).ok();
+    }
+    socket.set_nonblocking(true)?;
+    socket
+        .bind(&addr.into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    Ok(socket)
+}
+
+/// Binds `spec`'s UDP socket, or takes over `handoff`, and builds its TLS
+/// and QUIC server. A certificate or key that does not load fails the
+/// apply.
+pub(super) fn bind(
+    spec: &InboundSpec,
+    limits: Arc<ArcSwap<Limits>>,
+    plane: Arc<ArcSwap<Plane>>,
+    dialer: Dialer,
+    handoff: Option<Handoff>,
+) -> io::Result<Inbound> {
+    let InboundProtocol::Hysteria2 {
+        tls: server_tls,
+        password,
+        obfs,
+    } = &spec.protocol
+    else {
+        return Err(io::Error::other("not a hysteria2 inbound"));
+    };
+    let alpn = if server_tls.alpn.is_empty() {
+        vec!["h3".to_owned()]
+    } else {
+        server_tls.alpn.clone()
+    };
+    let tls = tls::server_config(&server_tls.cert_pem, server_tls.key_pem.expose(), &alpn)?;
+    let obfs = obfs.as_ref().map(|obfs| match obfs {
+        Obfs::Salamander { psk } => Salamander::new(psk.expose().as_bytes()),
+    });
+    // The socket of the inbound this one replaces, when it was UDP too.
+    let handed = handoff
+        .map(|h| h.tcp)
+        .filter(|s| s.r#type().is_ok_and(|t| t == Type::DGRAM));
+    let socket = match handed {
+        Some(socket) => socket,
+        None => bind_udp(spec.listen)?,
+    };
+    let server = Server::bind(std::net::UdpSocket::from(socket.try_clone()?), tls, obfs)?;
+    let config = ServerConfig {
+        passwords: vec![password.expose().clone()],
+        udp: true,
+        up_bps: 0,
+        down_bps: 0,
+    };
+    let shared = Arc::new(Shared {
+        tag: spec.tag.as_str().into(),
+        spec: spec.clone(),
+        accounts: Vec::new(),
+        serve: ArcSwap::from_pointee(Serve::Hysteria2),
+        users_changed: watch::channel(()).0,
+        acceptor: Acceptor::build(&TCP, None)?,
+        admission: Admission::new(&limits.load()),
+        limits,
+        plane,
+        dialer,
+    });
+    Ok(Inbound {
+        socket,
+        listen: spec.listen,
+        listener: None,
+        udp: None,
+        quic: Some(Listener { server, config }),
+        shared,
+        accept: None,
+        udp_task: None,
+        stop: watch::channel(()).0,
+    })
+}
+
+/// Accepts QUIC connections until the inbound is dropped.
+pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
+    let listener = Arc::new(listener);
+    tracing::info!(
+        "inbound {} listening on {}",
+        shared.tag,
+        listener.server.local_addr().unwrap_or(shared.spec.listen)
+    );
+    while let Some(incoming) = listener.server.accept().await {
+        let peer = incoming.remote_address();
+        // One permit per QUIC connection, taken before the handshake.
+        let (session, handshake) = match shared.admission.admit(peer.ip(), &shared.limits.load()) {
+            Ok(admitted) => admitted,
+            Err(reason) => {
+                tracing::debug!("refusing a hysteria2 handshake; {reason} (from {peer})");
+                incoming.refuse();
+                continue;
+            }
+        };
+        let (listener, shared, mut stop) = (listener.clone(), shared.clone(), stop.clone());
+        tokio::spawn(async move {
+            let limit = shared.limits.load().handshake_timeout;
+            let authenticated = tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                done = tokio::time::timeout(limit, listener.server.handshake(incoming, &listener.config)) => done,
+            };
+            drop(handshake);
+            let connection = match authenticated {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(e)) => {
+                    tracing::debug!("hysteria2 connection from {peer} ended: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(
+                        "hysteria2 connection from {peer} ended: inbound handshake timed out after {}",
+                        etemenanki_ir::format_duration(limit)
+                    );
+                    return;
+                }
+            };
+            let udp = tokio::spawn(relay_udp(
+                shared.clone(),
+                connection.connection().clone(),
+                peer,
+            ));
+            let _udp = AbortOnDrop(udp);
+            loop {
+                let pending = tokio::select! {
+                    biased;
+                    _ = stop.changed() => return,
+                    pending = connection.accept() => pending,
+                };
+                let Some(pending) = pending else { break };
+                let (shared, mut stop) = (shared.clone(), stop.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        biased;
+                        _ = stop.changed() => {}
+                        served = proxy(&shared, pending, peer) => if let Err(e) = served {
+                            tracing::debug!("hysteria2 stream from {peer} ended: {e}");
+                        },
+                    }
+                });
+            }
+            drop(session);
+        });
+    }
+}
+
+/// One proxy stream: its request, routed and dialed like any flow, the
+/// answer, then the relay.
+async fn proxy(shared: &Shared, pending: Pending, peer: SocketAddr) -> io::Result<()> {
+    let limits = shared.limits.load();
+    let (idle, handshake) = (limits.relay_idle_timeout, limits.handshake_timeout);
+    let (address, mut stream) = tokio::time::timeout(handshake, pending.request())
+        .await
+        .map_err(|_| {
+            io::Error::new(io::ErrorKind::TimedOut, "hysteria2: the request never came")
+        })??;
+    let destination = Address::parse_host_port(&address).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("hysteria2: the requested address {address:?} is not host:port"),
+        )
+    })?;
+    let flow = Flow {
+        destination,
+        sniffed: None,
+        source: Some(peer.ip()),
+    };
+    let mut opened = match open_stream(&shared.plane, &shared.tag, &flow).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            let _ = stream.respond(false, &e.to_string()).await;
+            return Err(e);
+        }
+    };
+    stream.respond(true, "").await?;
+    let ended = relay(&mut stream, &mut opened.stream, idle, &mut opened.guard).await?;
+    if ended == Ended::Idle {
+        tracing::debug!(
+            "connection via {} closed after {} idle",
+            opened.outbound.id,
+            etemenanki_ir::format_duration(idle)
+        );
+    }
+    Ok(())
+}
+
+impl Relayed for ServerStream {
+    fn plain_tcp(&mut self) -> Option<&mut tokio::net::TcpStream> {
+        None
+    }
+}
+
+/// UDP sessions one connection keeps at most; past them the one idle the
+/// longest goes.
+const MAX_SESSIONS: usize = 64;
+/// The largest UDP payload.
+const MAX_DATAGRAM: usize = 65_535;
+
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One UDP session of a connection: its packets routed by a fan-out of
+/// its own, its fragments reassembled.
+struct Session {
+    fanout: FanOut,
+    defragger: Defragger,
+    packet_id: u16,
+    used: Instant,
+}
+
+enum Event {
+    Datagram(Result<Bytes, quinn::ConnectionError>),
+    Reply(u32, Address, usize),
+}
+
+/// The UDP runtime of one authenticated connection: datagrams from the
+/// client to their sessions' fan-outs, replies back with the session id,
+/// in fragments when they exceed a datagram. It ends with the connection,
+/// and is aborted when the connection's task ends.
+async fn relay_udp(shared: Arc<Shared>, quic: quinn::Connection, peer: SocketAddr) {
+    let mut sessions: HashMap<u32, Session> = HashMap::new();
+    let mut reply = vec![0u8; MAX_DATAGRAM].into_boxed_slice();
+    let mut out = BytesMut::with_capacity(1500);
+    let mut authority = String::new();
+    let mut read = Box::pin(quic.read_datagram());
+    loop {
+        let event = poll_fn(|cx| {
+            if let Poll::Ready(datagram) = read.as_mut().poll(cx) {
+                return Poll::Ready(Event::Datagram(datagram));
+            }
+            for (id, session) in sessions.iter_mut() {
+                if let Poll::Ready((from, n)) = session.fanout.poll_recv_from(cx, &mut reply) {
+                    return Poll::Ready(Event::Reply(*id, from, n));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match event {
+            Event::Datagram(Err(_)) => return,
+            Event::Datagram(Ok(datagram)) => {
+                read = Box::pin(quic.read_datagram());
+                let Some(message) = udp::parse(&datagram) else {
+                    continue;
+                };
+                if !sessions.contains_key(&message.session_id) && sessions.len() >= MAX_SESSIONS {
+                    let oldest = sessions
+                        .iter()
+                        .min_by_key(|(_, s)| s.used)
+                        .map(|(id, _)| *id);
+                    if let Some(oldest) = oldest {
+                        sessions.remove(&oldest);
+                    }
+                }
+                let limits = shared.limits.load();
+                let session = sessions
+                    .entry(message.session_id)
+                    .or_insert_with(|| Session {
+                        fanout: FanOut::new(
+                            shared.plane.clone(),
+                            shared.tag.clone(),
+                            Some(peer.ip()),
+                            limits.udp_max_sublinks as usize,
+                        ),
+                        defragger: Defragger::default(),
+                        packet_id: 0,
+                        used: Instant::now(),
+                    });
+                session.used = Instant::now();
+                let Some((to, payload)) = session.defragger.push(&message) else {
+                    continue;
+                };
+                let Some(to) = Address::parse_host_port(to) else {
+                    continue;
+                };
+                poll_fn(|cx| session.fanout.poll_send_to(cx, payload, &to)).await;
+            }
+            Event::Reply(id, from, n) => {
+                let (Some(session), Some(max)) = (sessions.get_mut(&id), quic.max_datagram_size())
+                else {
+                    continue;
+                };
+                authority.clear();
+                let _ = write!(authority, "{from}");
+                let payload = &reply[..n];
+                let Some((chunk, count)) = udp::fragments(authority.len(), n, max) else {
+                    continue;
+                };
+                session.packet_id = session.packet_id.wrapping_add(1);
+                for i in 0..usize::from(count) {
+                    let part = &payload[(i * chunk).min(n)..((i + 1) * chunk).min(n)];
+                    udp::encode(
+                        &Message {
+                            session_id: id,
+                            packet_id: if count == 1 { 0 } else { session.packet_id },
+                            frag_id: i as u8,
+                            frag_count: count,
+                            address: &authority,
+                            payload: part,
+                        },
+                        &mut out,
+                    );
+                    if quic.send_datagram(out.split().freeze()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
