@@ -138,6 +138,7 @@ fn a_wrong_grpc_service_name_fails_the_flow_cleanly_at_sing_box_and_keeps_servin
             "grpc server answered http status",
             "grpc server ended the stream with status",
             "grpc stream reset by the server",
+            "grpc connection closed by the server",
         ],
     );
 }
