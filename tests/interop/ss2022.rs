@@ -246,44 +246,46 @@ fn ss2022_outbound_with_a_wrong_psk_fails_its_flow_and_keeps_serving() {
     );
 }
 
+/// A multi-user server as `start` runs it (`ssserver` or `sing_box`):
+/// our outbound reaches it as each of its users, for both AES methods, and
+/// as a user it does not know fails cleanly.
+fn reaches_each_user_of(
+    test: &str,
+    bin: &Path,
+    start: fn(&Path, &Path, SocketAddr, &str, &str, &[(&str, String)]) -> Process,
+) {
+    for (method, len) in &METHODS[..2] {
+        let dir = scratch_dir(&format!("{test}-{method}"));
+        let server = free_addr();
+        let identity = psk(*len, 0x10);
+        let users = [("alice", psk(*len, 0x21)), ("bob", psk(*len, 0x22))];
+        let _server = start(bin, &dir, server, method, &identity, &users);
+        let stranger = psk(*len, 0x23);
+        let clients = users
+            .iter()
+            .map(|(name, key)| (*name, key))
+            .chain([("mallory", &stranger)]);
+        for (name, key) in clients {
+            let dir = scratch_dir(&format!("{test}-{method}-{name}"));
+            let socks = free_addr();
+            let identities = std::slice::from_ref(&identity);
+            let _ours = ours_through(&dir, socks, server, method, key, identities);
+            if name == "mallory" {
+                wrong_psk_flow_fails(socks);
+            } else {
+                tcp_and_udp_round_trip(socks, name);
+            }
+        }
+    }
+}
+
 #[test]
 fn ss2022_outbound_reaches_each_user_of_a_multi_user_ssserver() {
     let test = "ss2022_outbound_reaches_each_user_of_a_multi_user_ssserver";
     let Some(bin) = ssserver_bin(test) else {
         return;
     };
-    for (method, len) in &METHODS[..2] {
-        let dir = scratch_dir(&format!("{test}-{method}"));
-        let server = free_addr();
-        let identity = psk(*len, 0x10);
-        let users = [("alice", psk(*len, 0x21)), ("bob", psk(*len, 0x22))];
-        let _server = ssserver(&bin, &dir, server, method, &identity, &users);
-        for (name, key) in &users {
-            let dir = scratch_dir(&format!("{test}-{method}-{name}"));
-            let socks = free_addr();
-            let _ours = ours_through(
-                &dir,
-                socks,
-                server,
-                method,
-                key,
-                std::slice::from_ref(&identity),
-            );
-            tcp_and_udp_round_trip(socks, name);
-        }
-        // A user the server does not know.
-        let socks = free_addr();
-        let dir = scratch_dir(&format!("{test}-{method}-mallory"));
-        let _ours = ours_through(
-            &dir,
-            socks,
-            server,
-            method,
-            &psk(*len, 0x23),
-            std::slice::from_ref(&identity),
-        );
-        wrong_psk_flow_fails(socks);
-    }
+    reaches_each_user_of(test, &bin, ssserver);
 }
 
 #[test]
@@ -309,37 +311,7 @@ fn ss2022_outbound_reaches_each_user_of_a_multi_user_sing_box() {
     let Some(bin) = peer(test, "sing-box") else {
         return;
     };
-    for (method, len) in &METHODS[..2] {
-        let dir = scratch_dir(&format!("{test}-{method}"));
-        let server = free_addr();
-        let identity = psk(*len, 0x10);
-        let users = [("alice", psk(*len, 0x21)), ("bob", psk(*len, 0x22))];
-        let _server = sing_box(&bin, &dir, server, method, &identity, &users);
-        for (name, key) in &users {
-            let dir = scratch_dir(&format!("{test}-{method}-{name}"));
-            let socks = free_addr();
-            let _ours = ours_through(
-                &dir,
-                socks,
-                server,
-                method,
-                key,
-                std::slice::from_ref(&identity),
-            );
-            tcp_and_udp_round_trip(socks, name);
-        }
-        let socks = free_addr();
-        let dir = scratch_dir(&format!("{test}-{method}-mallory"));
-        let _ours = ours_through(
-            &dir,
-            socks,
-            server,
-            method,
-            &psk(*len, 0x23),
-            std::slice::from_ref(&identity),
-        );
-        wrong_psk_flow_fails(socks);
-    }
+    reaches_each_user_of(test, &bin, sing_box);
 }
 
 #[test]

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
@@ -13,13 +12,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use quinn::crypto::rustls::QuicClientConfig;
 use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::congestion::{send_rate, CongestionFactory};
 use crate::salamander::{Salamander, SalamanderSocket};
 use crate::udp::{self, Defragger, Message};
-use crate::{auth, tcp, transport};
+use crate::{auth, tcp, transport, QuicStream};
 
 /// Opening a proxy stream: the stream itself (seed 003, OPEN_STREAM_TIMEOUT).
 pub const OPEN_STREAM_TIMEOUT: Duration = Duration::from_secs(5);
@@ -195,14 +193,7 @@ impl Connection {
                 ),
             ));
         }
-        Ok(TcpStream {
-            send,
-            recv,
-            ahead,
-            at: 0,
-            _permit: permit,
-            _connection: self.clone(),
-        })
+        Ok(QuicStream::new(send, recv, ahead, (permit, self.clone())))
     }
 
     /// Opens a UDP session, refused when the server does not relay UDP or
@@ -281,57 +272,9 @@ async fn read_response(
     }
 }
 
-/// A TCP flow: one bidirectional stream, its answer read.
-pub struct TcpStream {
-    send: quinn::SendStream,
-    recv: quinn::RecvStream,
-    /// Data the server sent with its answer, served first.
-    ahead: Vec<u8>,
-    at: usize,
-    _permit: OwnedSemaphorePermit,
-    _connection: Arc<Connection>,
-}
-
-impl AsyncRead for TcpStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.at < this.ahead.len() {
-            let n = buf.remaining().min(this.ahead.len() - this.at);
-            buf.put_slice(&this.ahead[this.at..this.at + n]);
-            this.at += n;
-            if this.at == this.ahead.len() {
-                this.ahead = Vec::new();
-                this.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.recv).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TcpStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().send)
-            .poll_write(cx, buf)
-            .map_err(io::Error::from)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().send).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().send).poll_shutdown(cx)
-    }
-}
+/// A TCP flow: one bidirectional stream, its answer read; it holds its
+/// place under the stream limit and the connection.
+pub type TcpStream = QuicStream<(OwnedSemaphorePermit, Arc<Connection>)>;
 
 /// A UDP session: datagrams to any address, replies from any.
 pub struct UdpSession {

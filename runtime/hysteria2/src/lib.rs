@@ -12,6 +12,7 @@ pub mod client;
 pub mod congestion;
 pub mod salamander;
 pub mod server;
+mod stream;
 pub mod tcp;
 pub mod tls;
 mod transport;
@@ -19,4 +20,5 @@ pub mod udp;
 mod varint;
 
 pub use salamander::Salamander;
+pub use stream::QuicStream;
 pub use tls::Verify;

@@ -3,19 +3,16 @@
 //! an ordinary web server answers, 404), then proxy streams.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::congestion::CongestionFactory;
 use crate::salamander::{Salamander, SalamanderSocket};
-use crate::{auth, tcp, transport};
+use crate::{auth, tcp, transport, QuicStream};
 
 /// What the server accepts.
 #[derive(Clone)]
@@ -183,15 +180,7 @@ impl Pending {
     /// Reads the TCPRequest: the address asked for, and the stream.
     pub async fn request(mut self) -> io::Result<(String, ServerStream)> {
         let (address, ahead) = read_request(&mut self.recv).await?;
-        Ok((
-            address,
-            ServerStream {
-                send: self.send,
-                recv: self.recv,
-                ahead,
-                at: 0,
-            },
-        ))
+        Ok((address, QuicStream::new(self.send, self.recv, ahead, ())))
     }
 }
 
@@ -226,12 +215,8 @@ async fn read_request(recv: &mut quinn::RecvStream) -> io::Result<(String, Vec<u
 /// destination is dialed (or refused), then relayed.
 ///
 /// [`respond`]: ServerStream::respond
-pub struct ServerStream {
-    send: quinn::SendStream,
-    recv: quinn::RecvStream,
-    ahead: Vec<u8>,
-    at: usize,
-}
+/// A proxied stream on the server, its request read.
+pub type ServerStream = QuicStream<()>;
 
 impl ServerStream {
     /// Writes the TCPResponse: `ok`, or a refusal with `message`, after
@@ -244,43 +229,6 @@ impl ServerStream {
             let _ = self.send.finish();
         }
         Ok(())
-    }
-}
-
-impl AsyncRead for ServerStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.at < this.ahead.len() {
-            let n = buf.remaining().min(this.ahead.len() - this.at);
-            buf.put_slice(&this.ahead[this.at..this.at + n]);
-            this.at += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.recv).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for ServerStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().send)
-            .poll_write(cx, buf)
-            .map_err(io::Error::from)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().send).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().send).poll_shutdown(cx)
     }
 }
 

@@ -2,6 +2,7 @@
 //! watchdog, and what every core's request does next: route, dial, stage
 //! the core's reply for the outcome, then relay.
 
+use std::borrow::Cow;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::SystemTime;
@@ -175,8 +176,12 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
                 client.write_all(&reply).await?;
                 client.flush().await?;
             }
-            let mut first = request.first_bytes().to_vec();
-            first.extend_from_slice(&early);
+            // Joined only when there are both: mostly one is empty.
+            let first = match (request.first_bytes(), early.as_slice()) {
+                (head, []) => Cow::Borrowed(head),
+                ([], _) => Cow::Owned(early),
+                (head, rest) => Cow::Owned([head, rest].concat()),
+            };
             relay_opened(shared, client, opened, &first).await
         }
         Err(e) => refuse(client, request, e).await,

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use etemenanki_proto::aead::MasterKey;
-use etemenanki_proto::codec::{FlowKind, ServerCore, ServerRequest};
+use etemenanki_proto::codec::{DatagramCodec, FlowKind, ServerCore, ServerRequest, StreamCodec};
 use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess, Address};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
@@ -106,12 +106,15 @@ pub async fn trojan(
             match request.kind() {
                 FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
                 FlowKind::Datagrams => {
-                    let link = StreamDatagrams::<_, _, TROJAN_BUF>::new(
+                    relay_packets::<_, TROJAN_BUF>(
+                        shared,
                         client,
+                        peer,
                         trojan::UdpFraming,
                         &early,
-                    )?;
-                    datagrams::relay(shared, link, peer.ip()).await
+                        &[],
+                    )
+                    .await
                 }
             }
         },
@@ -137,20 +140,16 @@ pub async fn vless(
         MAX_HANDSHAKE,
         fallback,
         member,
-        |mut client, request, early| async move {
+        |client, request, early| async move {
             match request.kind() {
                 FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
                 FlowKind::Datagrams => {
                     // The response header goes ahead of the first packet.
                     let mut header = Vec::new();
                     request.on_connected(unspecified(), &mut header);
-                    client.write_all(&header).await?;
-                    let link = StreamDatagrams::<_, _, VLESS_BUF>::new(
-                        client,
-                        request.datagrams(),
-                        &early,
-                    )?;
-                    datagrams::relay(shared, link, peer.ip()).await
+                    let codec = request.datagrams();
+                    relay_packets::<_, VLESS_BUF>(shared, client, peer, codec, &early, &header)
+                        .await
                 }
             }
         },
@@ -181,26 +180,19 @@ pub async fn vmess(
             // ahead of the first sealed chunk, and never sent if the dial fails.
             let mut header = Vec::new();
             request.on_connected(unspecified(), &mut header);
-            let answered = Answered::of(&request);
             match request.kind() {
                 FlowKind::Stream => {
-                    let framed = Framed::<_, _, VMESS_BUF>::with_header(
-                        client,
-                        request.into_codec()?,
-                        &early,
-                        &header,
-                    );
-                    open_and_relay(shared, framed, peer, &answered, Vec::new()).await
+                    let answered = Answered::of(&request);
+                    let codec = request.into_codec()?;
+                    relay_framed::<_, VMESS_BUF>(
+                        shared, client, peer, &answered, codec, &early, &header,
+                    )
+                    .await
                 }
                 FlowKind::Datagrams => {
-                    let mut client = client;
-                    client.write_all(&header).await?;
-                    let link = StreamDatagrams::<_, _, VMESS_BUF>::new(
-                        client,
-                        request.into_datagrams()?,
-                        &early,
-                    )?;
-                    datagrams::relay(shared, link, peer.ip()).await
+                    let codec = request.into_datagrams()?;
+                    relay_packets::<_, VMESS_BUF>(shared, client, peer, codec, &early, &header)
+                        .await
                 }
             }
         },
@@ -230,8 +222,8 @@ pub async fn shadowsocks(
         |client, request, early| async move {
             let answered = Answered::of(&request);
             const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
-            let framed = Framed::<_, _, BUF>::new(client, request.into_codec(), &early);
-            open_and_relay(shared, framed, peer, &answered, Vec::new()).await
+            let codec = request.into_codec();
+            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, &early, &[]).await
         },
     )
     .await
@@ -262,11 +254,45 @@ pub async fn ss2022(
         |client, request, early| async move {
             let answered = Answered::of(&request);
             const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;
-            let framed = Framed::<_, _, BUF>::new(client, request.into_codec(), &early);
-            open_and_relay(shared, framed, peer, &answered, Vec::new()).await
+            let codec = request.into_codec();
+            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, &early, &[]).await
         },
     )
     .await
+}
+
+/// Relays `client`, framed by `codec` (`header`, the server's answer, in
+/// clear ahead of the first frame), to where `answered` goes; `early` is
+/// what the client sent after its request, still sealed.
+async fn relay_framed<C: StreamCodec + Unpin, const BUF: usize>(
+    shared: &Shared,
+    client: Stream,
+    peer: SocketAddr,
+    answered: &Answered,
+    codec: C,
+    early: &[u8],
+    header: &[u8],
+) -> io::Result<()> {
+    let framed = Framed::<_, _, BUF>::with_header(client, codec, early, header);
+    open_and_relay(shared, framed, peer, answered, Vec::new()).await
+}
+
+/// A UDP association over the packets inside `client`'s stream, framed by
+/// `codec`, after `header` (the server's answer); `early` is what the
+/// client sent after its request, the first of its packets.
+async fn relay_packets<C: DatagramCodec, const BUF: usize>(
+    shared: &Shared,
+    mut client: Stream,
+    peer: SocketAddr,
+    codec: C,
+    early: &[u8],
+    header: &[u8],
+) -> io::Result<()> {
+    if !header.is_empty() {
+        client.write_all(header).await?;
+    }
+    let link = StreamDatagrams::<_, _, BUF>::new(client, codec, early)?;
+    datagrams::relay(shared, link, peer.ip()).await
 }
 
 /// A framed protocol's request once its codec is taken: where it goes and
