@@ -246,13 +246,16 @@ fn ss2022_outbound_with_a_wrong_psk_fails_its_flow_and_keeps_serving() {
     );
 }
 
+/// What starts a server: `ssserver` or `sing_box`.
+type StartServer = fn(&Path, &Path, SocketAddr, &str, &str, &[(&str, String)]) -> Process;
+
 /// A multi-user server as `start` runs it (`ssserver` or `sing_box`):
 /// our outbound reaches it as each of its users, for both AES methods, and
 /// as a user it does not know fails cleanly.
 fn reaches_each_user_of(
     test: &str,
     bin: &Path,
-    start: fn(&Path, &Path, SocketAddr, &str, &str, &[(&str, String)]) -> Process,
+    start: StartServer,
 ) {
     for (method, len) in &METHODS[..2] {
         let dir = scratch_dir(&format!("{test}-{method}"));

@@ -178,6 +178,10 @@ pub enum FlowKind {
 pub trait ServerCore {
     type Request: ServerRequest;
 
+    /// The most bytes a handshake may hold unconsumed: past it the runtime
+    /// ends the connection as `<protocol>: handshake too long`.
+    const MAX_HANDSHAKE: usize;
+
     /// Consumes what it can of `input` (the unconsumed bytes read so far,
     /// which arrived by `now`), appending bytes for the client (a method
     /// choice, an auth answer) to `out`.

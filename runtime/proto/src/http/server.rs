@@ -27,6 +27,9 @@ impl<'a> Core<'a> {
 impl ServerCore for Core<'_> {
     type Request = RequestHead;
 
+    /// The core answers a head past MAX_HEAD with 431 before this bound.
+    const MAX_HANDSHAKE: usize = crate::http::MAX_HEAD + 1;
+
     /// HTTP has no time window: `now` is not used.
     fn advance(
         &mut self,

@@ -90,6 +90,11 @@ fn refuse(error: AeadError) -> Refusal {
 impl ServerCore for Core {
     type Request = Request;
 
+    /// The request comes inside the client's first record with as much of
+    /// its first payload as it had (sslocal fills it): one whole record, a
+    /// salt, a 0x3FFF-byte chunk and its length's.
+    const MAX_HANDSHAKE: usize = 32 + 2 * (2 + 16) + 0x3FFF;
+
     /// Shadowsocks AEAD has no timestamps: `now` is not used, and nothing
     /// is sent before the relay.
     fn advance(

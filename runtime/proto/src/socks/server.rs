@@ -136,6 +136,9 @@ impl<'a> Handshake<'a> {
 impl ServerCore for Handshake<'_> {
     type Request = Request;
 
+    /// Greeting, auth and a request with a 255-byte domain fit well within.
+    const MAX_HANDSHAKE: usize = 1024;
+
     /// SOCKS has no time window: `now` is not used.
     fn advance(
         &mut self,

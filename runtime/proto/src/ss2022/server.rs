@@ -150,6 +150,9 @@ impl Core {
 impl ServerCore for Core {
     type Request = Request;
 
+    /// A header's record may carry up to 0xFFFF bytes.
+    const MAX_HANDSHAKE: usize = ServerStream::BUF_SIZE;
+
     /// Checks the client's timestamp against `now`; sends nothing before
     /// the relay.
     fn advance(

@@ -101,6 +101,9 @@ fn not_trojan() -> Refusal {
 impl ServerCore for Core {
     type Request = Request;
 
+    /// A request with a 255-byte domain fits well within.
+    const MAX_HANDSHAKE: usize = 2048;
+
     /// Trojan has no time window: `now` is not used. Nothing is consumed
     /// before the request is whole, so a refusal leaves every byte to the
     /// fallback.

@@ -91,6 +91,9 @@ impl Core {
 impl ServerCore for Core {
     type Request = Request;
 
+    /// A request with a 255-byte domain fits well within.
+    const MAX_HANDSHAKE: usize = 2048;
+
     /// VLESS has no time window: `now` is not used. Nothing is consumed
     /// before the header is whole.
     fn advance(

@@ -177,6 +177,9 @@ fn unauthentic() -> Refusal {
 impl ServerCore for Core {
     type Request = Request;
 
+    /// A header with a 255-byte domain and its padding fits well within.
+    const MAX_HANDSHAKE: usize = 2048;
+
     /// Nothing is consumed before the header is whole; each step's result
     /// (the user, the length) is kept, so bytes shown again cost nothing.
     fn advance(

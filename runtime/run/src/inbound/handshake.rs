@@ -33,13 +33,12 @@ pub async fn read_request<S, C>(
     shared: &Shared,
     client: &mut S,
     core: &mut C,
-    max: usize,
 ) -> io::Result<(C::Request, Vec<u8>)>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ServerCore,
 {
-    match handshake(shared, client, core, max).await? {
+    match handshake(shared, client, core).await? {
         Handshake::Open { request, early } => Ok((request, early)),
         Handshake::Refused { reason, .. } => {
             Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
@@ -53,7 +52,6 @@ pub async fn handshake<S, C>(
     shared: &Shared,
     client: &mut S,
     core: &mut C,
-    max: usize,
 ) -> io::Result<Handshake<C::Request>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -61,7 +59,7 @@ where
 {
     let limit = shared.limits.load().handshake_timeout;
     let name = shared.spec.protocol.name();
-    tokio::time::timeout(limit, advance(client, core, max, name))
+    tokio::time::timeout(limit, advance(client, core, name))
         .await
         .map_err(|_| handshake_timed_out(limit))?
 }
@@ -69,7 +67,6 @@ where
 async fn advance<S, C>(
     client: &mut S,
     core: &mut C,
-    max: usize,
     name: &str,
 ) -> io::Result<Handshake<C::Request>>
 where
@@ -98,7 +95,7 @@ where
         match step {
             Ok(ServerStep::NeedMore { consumed }) => {
                 at += consumed;
-                if buf.len() - at >= max {
+                if buf.len() - at >= C::MAX_HANDSHAKE {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("{name}: handshake too long"),

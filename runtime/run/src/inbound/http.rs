@@ -3,7 +3,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use etemenanki_proto::http::{Core, MAX_HEAD};
+use etemenanki_proto::http::Core;
 use etemenanki_transport::Stream;
 
 use super::admission::Handshaking;
@@ -17,8 +17,7 @@ pub async fn serve(
     handshake: Handshaking,
 ) -> io::Result<()> {
     let mut core = Core::new(&shared.accounts);
-    // The core answers a head past MAX_HEAD with 431 before this bound.
-    let (request, early) = read_request(shared, &mut client, &mut core, MAX_HEAD + 1).await?;
+    let (request, early) = read_request(shared, &mut client, &mut core).await?;
     drop(handshake);
     open_and_relay(shared, client, peer, &request, early).await
 }

@@ -27,16 +27,6 @@ use crate::framed::Framed;
 use crate::outbound::{TROJAN_BUF, VLESS_BUF, VMESS_BUF};
 use crate::stream_datagrams::StreamDatagrams;
 
-/// The most bytes a Trojan, VLESS or VMess handshake may hold unconsumed:
-/// every request, with a 255-byte domain and its padding, fits well within.
-const MAX_HANDSHAKE: usize = 2048;
-/// A Shadowsocks request comes inside the client's first record, with as
-/// much of its first payload as it had (sslocal fills it): the handshake
-/// holds one whole record, a 0x3FFF-byte chunk and its length's.
-const MAX_SS_HANDSHAKE: usize = 32 + 2 * (2 + 16) + 0x3FFF;
-/// A Shadowsocks 2022 header's record may carry up to 0xFFFF bytes.
-const MAX_SS2022_HANDSHAKE: usize = ss2022::server::ServerStream::BUF_SIZE;
-
 /// Runs `core` over the client; an authenticated request goes to `open`
 /// with the client and what it sent after the request, and runs until it
 /// ends or a reload removes its user (`member` names it).
@@ -45,7 +35,6 @@ async fn serve<C, F, Fut>(
     mut client: Stream,
     admitted: Handshaking,
     mut core: C,
-    max: usize,
     fallback: Option<SocketAddr>,
     member: impl FnOnce(&C::Request) -> Option<Member>,
     open: F,
@@ -56,7 +45,7 @@ where
     Fut: Future<Output = io::Result<()>>,
 {
     let deadline = shared.handshake_deadline();
-    match handshake(shared, &mut client, &mut core, max).await? {
+    match handshake(shared, &mut client, &mut core).await? {
         Handshake::Refused { reason, read } => {
             // A held client keeps its handshake slot until the deadline;
             // one relayed to the fallback is served like any connection.
@@ -99,7 +88,6 @@ pub async fn trojan(
         client,
         admitted,
         core,
-        MAX_HANDSHAKE,
         fallback,
         member,
         |client, request, early| async move {
@@ -137,7 +125,6 @@ pub async fn vless(
         client,
         admitted,
         core,
-        MAX_HANDSHAKE,
         fallback,
         member,
         |client, request, early| async move {
@@ -172,7 +159,6 @@ pub async fn vmess(
         client,
         admitted,
         core,
-        MAX_HANDSHAKE,
         None,
         member,
         |client, request, early| async move {
@@ -216,7 +202,6 @@ pub async fn shadowsocks(
         client,
         admitted,
         core,
-        MAX_SS_HANDSHAKE,
         None,
         member,
         |client, request, early| async move {
@@ -248,7 +233,6 @@ pub async fn ss2022(
         client,
         admitted,
         core,
-        MAX_SS2022_HANDSHAKE,
         None,
         member,
         |client, request, early| async move {

@@ -12,10 +12,6 @@ use super::admission::Handshaking;
 use super::handshake::{open_and_relay, read_request, unspecified};
 use super::{udp, Shared};
 
-/// The longest handshake accepted: greeting, auth and a request with a
-/// 255-byte domain all fit well within it.
-const MAX_HANDSHAKE: usize = 1024;
-
 pub async fn serve(
     shared: &Shared,
     mut client: Stream,
@@ -24,7 +20,7 @@ pub async fn serve(
     udp_enabled: bool,
 ) -> io::Result<()> {
     let mut core = Handshake::new(&shared.accounts);
-    let (request, early) = read_request(shared, &mut client, &mut core, MAX_HANDSHAKE).await?;
+    let (request, early) = read_request(shared, &mut client, &mut core).await?;
     drop(handshake);
     match request.command {
         Command::Connect => open_and_relay(shared, client, peer, &request, early).await,
