@@ -252,11 +252,7 @@ type StartServer = fn(&Path, &Path, SocketAddr, &str, &str, &[(&str, String)]) -
 /// A multi-user server as `start` runs it (`ssserver` or `sing_box`):
 /// our outbound reaches it as each of its users, for both AES methods, and
 /// as a user it does not know fails cleanly.
-fn reaches_each_user_of(
-    test: &str,
-    bin: &Path,
-    start: StartServer,
-) {
+fn reaches_each_user_of(test: &str, bin: &Path, start: StartServer) {
     for (method, len) in &METHODS[..2] {
         let dir = scratch_dir(&format!("{test}-{method}"));
         let server = free_addr();

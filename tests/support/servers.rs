@@ -3,19 +3,37 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 
 use super::WAIT;
 
-/// A port nothing listens on right now (bound, then released): for a peer
-/// whose configuration must name its port, and for a destination that must
-/// refuse. Our runtime needs none: it listens on port 0 and logs the address
-/// it bound (see `Process::listening`).
+/// A port nothing listens on right now, for TCP and UDP alike (bound,
+/// then released): for a peer whose configuration must name its port, and
+/// for a destination that must refuse. Our runtime needs none: it listens
+/// on port 0 and logs the address it bound (see `Process::listening`).
+///
+/// The ports come from below the kernel's ephemeral range (32768 and up
+/// here), each at most once per test process: a socket bound to port 0
+/// elsewhere in the run is never given one of them, so a peer that also
+/// binds UDP on its TCP port (v2ray's and sing-box's socks inbounds) does
+/// not find it taken.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("binding an ephemeral port")
-        .port()
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Another test process (e2e, interop) starts elsewhere in the span.
+    let start = std::process::id().wrapping_mul(7_919);
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + start.wrapping_add(n) % SPAN) as u16;
+        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, port));
+        let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, port));
+        if tcp.is_ok() && udp.is_ok() {
+            return port;
+        }
+    }
+    panic!("no port below the ephemeral range is free for tcp and udp")
 }
 
 /// 127.0.0.1 on a port nothing listens on right now.
