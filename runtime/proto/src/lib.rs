@@ -10,6 +10,7 @@ pub mod aead;
 pub mod codec;
 pub mod gun;
 pub mod http;
+pub mod mux;
 pub mod shadowsocks;
 pub mod sniff;
 pub mod socks;

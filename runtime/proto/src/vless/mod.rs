@@ -1,12 +1,14 @@
 //! VLESS: the request header a stream opens with, the response header the
 //! server puts in front of its first bytes, the length-prefixed UDP
-//! packets of a UDP request, and the server core ([`server`]).
+//! packets of a UDP request, and the server core ([`server`]), which also
+//! takes the mux command: a Mux.Cool stream ([`crate::mux`]), as sing-box
+//! and Xray clients send UDP.
 //!
 //! Request: version 0, the 16-byte user id, an addons length of 0 (no
-//! addons), the command (1 TCP, 2 UDP), the port big-endian, then the
-//! address (1 IPv4, 2 domain with a length byte, 3 IPv6). Response: the
-//! version, an addons length and that many addons bytes, which the client
-//! skips. VLESS has no refusal: a server that does not know the id closes
+//! addons), the command (1 TCP, 2 UDP, 3 mux), the port big-endian, then
+//! the address (1 IPv4, 2 domain with a length byte, 3 IPv6); neither
+//! follows the mux command. Response: the version, an addons length and
+//! that many addons bytes, which the client skips. VLESS has no refusal: a server that does not know the id closes
 //! the connection, so a refused flow is one whose first read meets the end
 //! of the stream before the response header.
 
@@ -25,7 +27,7 @@ const VERSION: u8 = 0;
 
 const COMMAND_TCP: u8 = 1;
 const COMMAND_UDP: u8 = 2;
-/// Xray's mux.cool, which this server refuses.
+/// Mux.Cool ([`crate::mux`]): no address follows the command.
 const COMMAND_MUX: u8 = 3;
 
 const ATYP_V4: u8 = 1;
@@ -35,7 +37,7 @@ const ATYP_V6: u8 = 3;
 /// Appends the port and the address, in VLESS's order (port first) and
 /// with its address types. A name longer than 255 bytes is cut, as no
 /// validated destination has one.
-fn write_port_address(addr: &Address, out: &mut Vec<u8>) {
+pub(crate) fn write_port_address(addr: &Address, out: &mut Vec<u8>) {
     out.extend_from_slice(&addr.port().to_be_bytes());
     match addr {
         Address::Ip(addr) => match addr.ip() {

@@ -1,7 +1,8 @@
 //! The VLESS server core: the request header (version, user id, addons,
 //! command, port and address) opens a TCP stream or UDP packets to one
-//! target; the response header (version, no addons) is staged on
-//! connected.
+//! target, or, with the mux command and no address, a Mux.Cool stream of
+//! UDP sessions ([`crate::mux`]); the response header (version, no addons)
+//! is staged on connected.
 //!
 //! A client with another version or an unknown id is refused silently, so
 //! the runtime can hand what it read to a fallback, as Xray's `fallbacks`
@@ -16,6 +17,9 @@ use std::time::SystemTime;
 use super::{read_port_address, UdpFraming, COMMAND_MUX, COMMAND_TCP, COMMAND_UDP, VERSION};
 use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
 use crate::Address;
+
+/// The destination Xray gives a Mux.Cool stream.
+const MUX_COOL: &str = "v1.mux.cool";
 
 /// The ids of an inbound's users, sorted, shared by its connections.
 pub struct Users {
@@ -40,8 +44,11 @@ impl Users {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     kind: FlowKind,
-    /// The stream's destination, or the one target of every UDP packet.
+    /// The stream's destination, or the one target of every UDP packet;
+    /// `v1.mux.cool` for a Mux.Cool stream, as Xray names it.
     target: Address,
+    /// The stream is Mux.Cool: its packets carry their own addresses.
+    mux: bool,
     /// The user's id.
     user: [u8; 16],
 }
@@ -50,6 +57,12 @@ impl Request {
     /// The id the client authenticated with.
     pub fn user(&self) -> &[u8; 16] {
         &self.user
+    }
+
+    /// Whether the stream after the header is Mux.Cool, to be framed by
+    /// [`crate::mux::Server`] rather than [`Request::datagrams`].
+    pub fn is_mux(&self) -> bool {
+        self.mux
     }
 
     /// The framing of a UDP request's stream after its header: packets to
@@ -129,14 +142,29 @@ impl ServerCore for Core {
         let kind = match command {
             COMMAND_TCP => FlowKind::Stream,
             COMMAND_UDP => FlowKind::Datagrams,
-            COMMAND_MUX => return Err(Refusal::silent("vless: mux is not supported")),
+            COMMAND_MUX => {
+                return Ok(ServerStep::Open {
+                    consumed: 1 + 16 + 1 + 1,
+                    request: Request {
+                        kind: FlowKind::Datagrams,
+                        target: Address::Domain(MUX_COOL.into(), 0),
+                        mux: true,
+                        user,
+                    },
+                })
+            }
             _ => return Err(Refusal::silent("vless: unknown command")),
         };
         match read_port_address(rest) {
             Ok(None) => need_more,
             Ok(Some((target, used))) => Ok(ServerStep::Open {
                 consumed: 1 + 16 + 1 + 1 + used,
-                request: Request { kind, target, user },
+                request: Request {
+                    kind,
+                    target,
+                    mux: false,
+                    user,
+                },
             }),
             Err(()) => Err(Refusal::silent("vless: bad address in the request")),
         }
@@ -231,13 +259,9 @@ mod tests {
     }
 
     #[test]
-    fn mux_addons_and_bad_addresses_are_refused() {
+    fn unknown_commands_addons_and_bad_addresses_are_refused() {
         let head = |tail: &[u8]| [&[VERSION][..], &ID, tail].concat();
-        let cases: [(&[u8], &str); 5] = [
-            (
-                b"\x00\x03\x00\x50\x01\x7f\0\0\x01",
-                "vless: mux is not supported",
-            ),
+        let cases: [(&[u8], &str); 4] = [
             (
                 b"\x00\x09\x00\x50\x01\x7f\0\0\x01",
                 "vless: unknown command",
@@ -319,5 +343,55 @@ mod tests {
             (&packet.peer, &down[packet.payload]),
             (&target, &b"answer"[..])
         );
+    }
+}
+
+#[cfg(test)]
+mod mux_tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+    use crate::codec::{DatagramCodec, Frame};
+
+    const ID: [u8; 16] = *b"0123456789abcdef";
+
+    #[test]
+    fn the_mux_command_opens_a_mux_cool_stream_with_no_address_and_its_frames_follow() {
+        // As sing-box and Xray send it: the header ends with the command,
+        // and the first frame (a new XUDP session with its packet) follows.
+        let mut wire = [&[VERSION][..], &ID, &[0, COMMAND_MUX]].concat();
+        let header = wire.len();
+        wire.extend_from_slice(
+            b"\x00\x0c\x00\x00\x01\x01\x02\x00\x35\x01\xc0\x00\x02\x01\x00\x05query",
+        );
+        let mut core = Core::new(Arc::new(Users::new(&[ID])));
+        for end in 0..header {
+            let step = core.advance(&wire[..end], UNIX_EPOCH, &mut Vec::new());
+            assert_eq!(step, Ok(ServerStep::NeedMore { consumed: 0 }));
+        }
+        let Ok(ServerStep::Open { consumed, request }) =
+            core.advance(&wire, UNIX_EPOCH, &mut Vec::new())
+        else {
+            panic!("opens")
+        };
+        assert_eq!(consumed, header);
+        assert!(request.is_mux());
+        assert_eq!(request.kind(), FlowKind::Datagrams);
+        assert_eq!(
+            request.destination(),
+            &Address::Domain("v1.mux.cool".into(), 0)
+        );
+        let mut out = Vec::new();
+        request.on_connected("0.0.0.0:0".parse().unwrap(), &mut out);
+        assert_eq!(out, [VERSION, 0], "the response header, as for UDP");
+
+        let mut frames = wire[consumed..].to_vec();
+        let Some(Frame::Packet(packet)) =
+            crate::mux::Server::new().open_frame(&mut frames).unwrap()
+        else {
+            panic!("a packet")
+        };
+        assert_eq!(packet.peer, Address::Ip("192.0.2.1:53".parse().unwrap()));
+        assert_eq!(&frames[packet.payload], b"query");
     }
 }
