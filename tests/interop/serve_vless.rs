@@ -1,5 +1,6 @@
 //! Our vless inbound against the clients users run: v2ray 4.34 over tcp
-//! and ws+tls, sing-box over grpc+tls, TCP and UDP; our own vless
+//! and ws+tls, sing-box over grpc+tls, TCP and UDP, and sing-box's UDP in
+//! its default XUDP (Mux.Cool) over tcp, ws+tls and grpc+tls; our own vless
 //! outbound over every transport; several ids, a wrong one refused while
 //! the right ones are served; the fallback serving a web page to curl;
 //! and probes that must not crash it.
@@ -8,11 +9,13 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, curl_page, ours_to_ours, own_dir, refused_and_held,
-    serve, setup, sing_box_client, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
-    SMALL_UDP_MAX, UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, curl_page, never_panicked, ours_to_ours, own_dir,
+    refused_and_held, serve, setup, sing_box_client, survives_probes, v2ray_client, Transport,
+    HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
-use crate::support::servers::{free_addr, http_origin};
+use crate::support::client::Association;
+use crate::support::process::Process;
+use crate::support::servers::{free_addr, http_origin, udp_named};
 
 const ID: &str = "4c7a1f3e-8d2b-4e6f-9a1c-3b5d7e9f0a12";
 const OTHER_ID: &str = "9e8d7c6b-5a49-4382-a1b0-c9d8e7f6a5b4";
@@ -37,6 +40,20 @@ fn inbound_tables(transport: Transport, ids: &[&str], fallback: Option<SocketAdd
     text
 }
 
+/// Our runtime with a vless inbound for [`ID`] over `transport`, in a
+/// directory of its own under `dir`, and its address.
+fn our_vless_inbound(dir: &Path, transport: Transport) -> (Process, SocketAddr) {
+    let server = free_addr();
+    let ours = serve(
+        &own_dir(dir, "ours", server),
+        "vless",
+        server,
+        &inbound_tables(transport, &[ID], None),
+        "",
+    );
+    (ours, server)
+}
+
 /// Our vless outbound's tables over `transport` with `id`.
 fn outbound_tables(transport: Transport, ca: &Path, id: &str) -> String {
     format!(
@@ -57,16 +74,44 @@ fn v2ray_vless(server: SocketAddr, id: &str, transport: Transport, ca: &Path) ->
     )
 }
 
-/// sing-box's vless outbound to `server` with `id` over `transport`. UDP
-/// as plain VLESS packets (`"packet_encoding": ""`), not sing-box's
-/// default XUDP, which is Xray's mux.
-fn sing_box_vless(server: SocketAddr, id: &str, transport: Transport, ca: &Path) -> String {
+/// sing-box's vless outbound to `server` with `id` over `transport`, its
+/// UDP as `packet_encoding` says: `Some("")` plain VLESS packets to one
+/// target, `None` (no key) its default, XUDP inside Xray's Mux.Cool.
+fn sing_box_vless(
+    server: SocketAddr,
+    id: &str,
+    transport: Transport,
+    ca: &Path,
+    packet_encoding: Option<&str>,
+) -> String {
+    let encoding = packet_encoding
+        .map(|encoding| format!(r#", "packet_encoding": "{encoding}""#))
+        .unwrap_or_default();
     format!(
         r#"{{ "type": "vless", "tag": "ours", "server": "127.0.0.1", "server_port": {},
-    "uuid": "{id}", "packet_encoding": ""{} }}"#,
+    "uuid": "{id}"{encoding}{} }}"#,
         server.port(),
         transport.sing_box_keys(ca)
     )
+}
+
+/// A DNS-like exchange through `front`'s one UDP association: many small
+/// queries, each answered, alternating between two servers, so that every
+/// reply must come back from the server it was sent to.
+fn asks_two_servers_in_turn(front: SocketAddr, what: &str) {
+    let (alpha, beta) = (udp_named("alpha"), udp_named("beta"));
+    let association =
+        Association::open(front).unwrap_or_else(|e| panic!("{what}: udp associate: {e}"));
+    for round in 0..40 {
+        for (server, name) in [(alpha, "alpha"), (beta, "beta")] {
+            let query = format!("query {round}");
+            assert_eq!(
+                association.ask(server, query.as_bytes()),
+                Some((server, format!("{name}:{query}").into_bytes())),
+                "{what}: round {round} to {name}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -78,14 +123,7 @@ fn v2ray_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_tcp_and
     };
     for transport in [Transport::Tcp, Transport::WsTls("/vless-ws", &pki.server)] {
         let what = format!("v2ray through our vless inbound over {}", transport.name());
-        let server = free_addr();
-        let ours = serve(
-            &own_dir(&dir, "ours", server),
-            "vless",
-            server,
-            &inbound_tables(transport, &[ID], None),
-            "",
-        );
+        let (ours, server) = our_vless_inbound(&dir, transport);
         let (_v2ray, front) = v2ray_client(
             &peers[0],
             &dir,
@@ -115,7 +153,7 @@ fn sing_box_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_grpc
     let (_sing_box, front) = sing_box_client(
         &peers[0],
         &dir,
-        &sing_box_vless(server, ID, transport, &pki.ca),
+        &sing_box_vless(server, ID, transport, &pki.ca, Some("")),
     );
     carries_tcp(front, "sing-box through our vless inbound over grpc+tls");
     ours.wait_for_log("via out@v1");
@@ -124,6 +162,36 @@ fn sing_box_vless_client_carries_tcp_and_udp_through_our_vless_inbound_over_grpc
         "sing-box through our vless inbound over grpc+tls",
         UDP_MAX,
     );
+}
+
+#[test]
+fn sing_box_vless_client_with_its_default_xudp_carries_udp_through_our_vless_inbound() {
+    let test = "sing_box_vless_client_with_its_default_xudp_carries_udp_through_our_vless_inbound";
+    let Some((peers, dir, pki)) = setup(test, &["sing-box"]) else {
+        return;
+    };
+    for transport in [
+        Transport::Tcp,
+        Transport::WsTls("/vless-ws", &pki.server),
+        Transport::GrpcTls("VlessService", &pki.server),
+    ] {
+        let what = format!(
+            "sing-box's xudp through our vless inbound over {}",
+            transport.name()
+        );
+        let (ours, server) = our_vless_inbound(&dir, transport);
+        let (_sing_box, front) = sing_box_client(
+            &peers[0],
+            &dir,
+            &sing_box_vless(server, ID, transport, &pki.ca, None),
+        );
+        carries_tcp(front, &what);
+        ours.wait_for_log("via out@v1");
+        carries_udp(front, &what, UDP_MAX);
+        ours.wait_for_log("vless: a mux.cool stream from");
+        asks_two_servers_in_turn(front, &what);
+        never_panicked(&ours);
+    }
 }
 
 #[test]

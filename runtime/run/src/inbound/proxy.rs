@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use etemenanki_proto::aead::MasterKey;
 use etemenanki_proto::codec::{DatagramCodec, FlowKind, ServerCore, ServerRequest, StreamCodec};
-use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess, Address};
+use etemenanki_proto::{mux, shadowsocks, ss2022, trojan, vless, vmess, Address};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
 
@@ -134,9 +134,18 @@ pub async fn vless(
                     // The response header goes ahead of the first packet.
                     let mut header = Vec::new();
                     request.on_connected(unspecified(), &mut header);
-                    let codec = request.datagrams();
-                    relay_packets::<_, VLESS_BUF>(shared, client, peer, codec, &early, &header)
-                        .await
+                    if request.is_mux() {
+                        // Mux.Cool's UDP sessions (XUDP): one association,
+                        // each packet with its address.
+                        tracing::debug!("vless: a mux.cool stream from {peer}");
+                        let codec = mux::Server::new();
+                        relay_packets::<_, VLESS_BUF>(shared, client, peer, codec, &early, &header)
+                            .await
+                    } else {
+                        let codec = request.datagrams();
+                        relay_packets::<_, VLESS_BUF>(shared, client, peer, codec, &early, &header)
+                            .await
+                    }
                 }
             }
         },
