@@ -1,6 +1,7 @@
 //! Our vless inbound against the clients users run: v2ray 4.34 over tcp
 //! and ws+tls, sing-box over grpc+tls, TCP and UDP, and sing-box's UDP in
-//! its default XUDP (Mux.Cool) over tcp, ws+tls and grpc+tls; our own vless
+//! its default XUDP (Mux.Cool) over tcp, ws+tls and grpc+tls, and v2ray's
+//! Mux.Cool (UDP served, TCP refused); our own vless
 //! outbound over every transport; several ids, a wrong one refused while
 //! the right ones are served; the fallback serving a web page to curl;
 //! and probes that must not crash it.
@@ -192,6 +193,33 @@ fn sing_box_vless_client_with_its_default_xudp_carries_udp_through_our_vless_inb
         asks_two_servers_in_turn(front, &what);
         never_panicked(&ours);
     }
+}
+
+#[test]
+fn v2ray_with_mux_has_its_udp_sessions_served_and_its_tcp_sessions_refused_by_our_vless_inbound() {
+    let test =
+        "v2ray_with_mux_has_its_udp_sessions_served_and_its_tcp_sessions_refused_by_our_vless_inbound";
+    let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
+        return;
+    };
+    let (ours, server) = our_vless_inbound(&dir, Transport::Tcp);
+    // v2ray's Mux.Cool, every flow inside one connection: a UDP session
+    // per destination (no XUDP: its packets name no address), TCP
+    // sessions too, which we refuse.
+    let outbound = v2ray_vless(server, ID, Transport::Tcp, &pki.ca).replacen(
+        r#""protocol": "vless","#,
+        r#""protocol": "vless", "mux": { "enabled": true, "concurrency": 8 },"#,
+        1,
+    );
+    let (_v2ray, front) = v2ray_client(&peers[0], &dir, &outbound);
+    let what = "v2ray with mux through our vless inbound";
+    carries_udp(front, what, SMALL_UDP_MAX);
+    ours.wait_for_log("vless: a mux.cool stream from");
+    asks_two_servers_in_turn(front, what);
+    carries_nothing(front, what);
+    // The UDP sessions are still served after a refused TCP one.
+    carries_udp(front, what, SMALL_UDP_MAX);
+    never_panicked(&ours);
 }
 
 #[test]
