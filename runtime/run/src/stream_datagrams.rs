@@ -15,8 +15,8 @@
 //!   where they lie; a packet split across reads waits for the rest, and one
 //!   that cannot fit the buffer fails the link. A multiplexing codec's
 //!   frames that carry no packet are taken on the way, and the frames it
-//!   owes in answer are written before more is read. The one allocation a packet
-//!   can cost is a reply from a domain source, whose name the owned
+//!   owes in answer are written before more is read. The one allocation a
+//!   packet can cost is a reply from a domain source, whose name the owned
 //!   [`Address`] the fan-out gets must hold; servers name replies by IP.
 
 use std::io;

@@ -8,9 +8,10 @@
 //! addons), the command (1 TCP, 2 UDP, 3 mux), the port big-endian, then
 //! the address (1 IPv4, 2 domain with a length byte, 3 IPv6); neither
 //! follows the mux command. Response: the version, an addons length and
-//! that many addons bytes, which the client skips. VLESS has no refusal: a server that does not know the id closes
-//! the connection, so a refused flow is one whose first read meets the end
-//! of the stream before the response header.
+//! that many addons bytes, which the client skips. VLESS has no refusal: a
+//! server that does not know the id closes the connection, so a refused
+//! flow is one whose first read meets the end of the stream before the
+//! response header.
 
 mod request;
 mod response;
