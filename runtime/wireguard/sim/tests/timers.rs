@@ -10,7 +10,8 @@
 //! starts a new handshake once the session is REKEY_AFTER_TIME old and it
 //! sends; a session is not used past REJECT_AFTER_TIME; a keepalive answers
 //! data left unanswered for KEEPALIVE_TIMEOUT, and a persistent keepalive
-//! goes out every `keepalive` seconds.
+//! goes out every `keepalive` seconds. Past its handshake rate limit, the
+//! driver answers an initiation with a cookie reply.
 
 #[path = "../../tests/peer/mod.rs"]
 mod peer;
@@ -205,14 +206,10 @@ impl Sim {
     }
 
     fn initiations(&self) -> Vec<Seen> {
-        self.kinds(INITIATION)
-    }
-
-    fn kinds(&self, kind: u8) -> Vec<Seen> {
         self.seen
             .iter()
             .copied()
-            .filter(|s| s.kind == kind)
+            .filter(|s| s.kind == INITIATION)
             .collect()
     }
 }
