@@ -204,7 +204,8 @@ pub struct WsConfig {
     /// Defaults to "/".
     #[serde(default)]
     pub path: Option<Spanned<String>>,
-    /// Outbounds only; defaults to the server's name.
+    /// An outbound's Host, defaulting to the server's name; an inbound's,
+    /// the Host an upgrade must name, unset accepting any.
     #[serde(default)]
     pub host: Option<Spanned<String>>,
     /// Outbounds only: the most first bytes sent as early data; unset or 0

@@ -753,3 +753,130 @@ protocol = "freedom"
         "{vmess:?}"
     );
 }
+
+const WS_VLESS_IN: &str = r#"
+[[inbound]]
+tag = "edge-in"
+protocol = "vless"
+port = 8444
+[inbound.stream]
+network = "ws"
+[inbound.stream.ws]
+path = "/ws"
+"#;
+
+const VLESS_IN_ID: &str = "[inbound.settings]\nid = \"11111111-2222-3333-4444-555555555555\"\n\
+[[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n";
+
+fn inbound_shape(spec: &Spec, tag: &str) -> ServerShape {
+    match &spec
+        .inbounds
+        .iter()
+        .find(|i| i.tag == tag)
+        .unwrap()
+        .protocol
+    {
+        InboundProtocol::Vless { transport, .. } => transport.shape.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_ws_inbound_checks_the_host_it_names_in_both_front_ends_and_any_without() {
+    let toml = spec(&format!(
+        "{WS_VLESS_IN}host = \"cdn.example\"\n{VLESS_IN_ID}"
+    ));
+    assert_eq!(
+        inbound_shape(&toml, "edge-in"),
+        ServerShape::Ws {
+            path: "/ws".into(),
+            host: Some("cdn.example".into()),
+        }
+    );
+    let et = compile(&Source::new(
+        "t.et",
+        "inbound edge-in vless {\n  port = 8444\n  \
+         id = \"11111111-2222-3333-4444-555555555555\"\n  \
+         ws { path = \"/ws\"  host = \"cdn.example\" }\n}\noutbound direct freedom {}\n",
+    ))
+    .unwrap()
+    .spec;
+    assert_eq!(
+        inbound_shape(&et, "edge-in"),
+        inbound_shape(&toml, "edge-in")
+    );
+    let any = spec(&format!("{WS_VLESS_IN}{VLESS_IN_ID}"));
+    assert_eq!(
+        inbound_shape(&any, "edge-in"),
+        ServerShape::Ws {
+            path: "/ws".into(),
+            host: None,
+        }
+    );
+    // An IPv6 address, bracketed or not, is compared unbracketed.
+    let v6 = spec(&format!(
+        "{WS_VLESS_IN}host = \"[2001:db8::1]\"\n{VLESS_IN_ID}"
+    ));
+    assert_eq!(
+        inbound_shape(&v6, "edge-in"),
+        ServerShape::Ws {
+            path: "/ws".into(),
+            host: Some("2001:db8::1".into()),
+        }
+    );
+}
+
+#[test]
+fn a_ws_inbound_refuses_a_host_no_request_could_match_and_client_only_keys() {
+    for (keys, code, text, help) in [
+        (
+            "host = \"cdn.example:443\"\n",
+            "E0309",
+            "a WebSocket host takes no port, found \"cdn.example:443\"",
+            "the port in a request's Host is not compared: set host = \"cdn.example\"",
+        ),
+        (
+            "host = \"\"\n",
+            "E0309",
+            "a WebSocket host is empty",
+            "remove `host` to accept any Host",
+        ),
+        (
+            "host = \"bücher.example\"\n",
+            "E0309",
+            "\"bücher.example\" is not a host name",
+            "a WebSocket host is a DNS name in its ASCII form (xn-- for other scripts) or an IP address",
+        ),
+        (
+            "max_early_data = 2048\n",
+            "E0302",
+            "`max_early_data` does not apply to a ws inbound",
+            "the server takes early data in Sec-WebSocket-Protocol whenever a client sends it; \
+             remove `max_early_data`",
+        ),
+    ] {
+        let text_in = format!("{WS_VLESS_IN}{keys}{VLESS_IN_ID}");
+        let diags = compile(&Source::new("t.toml", &text_in)).unwrap_err();
+        let d = diags.iter().find(|d| d.is_error()).expect("an error");
+        assert_eq!((d.code, d.message.as_str()), (code, text), "{keys}");
+        assert_eq!(d.help.as_deref(), Some(help), "{keys}");
+        assert_eq!(&text_in[d.span.clone()], keys.split_once(" = ").unwrap().1.trim());
+    }
+}
+
+#[test]
+fn a_ws_inbound_host_with_a_port_is_refused_at_the_value_in_et_too() {
+    let text = "inbound edge-in vless {\n  port = 8444\n  \
+                id = \"11111111-2222-3333-4444-555555555555\"\n  \
+                ws { path = \"/ws\"  host = \"cdn.example:443\" }\n}\noutbound direct freedom {}\n";
+    let diags = compile(&Source::new("t.et", text)).unwrap_err();
+    let d = diags.iter().find(|d| d.is_error()).expect("an error");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            "E0309",
+            "a WebSocket host takes no port, found \"cdn.example:443\""
+        )
+    );
+    assert_eq!(&text[d.span.clone()], "\"cdn.example:443\"");
+}

@@ -584,8 +584,15 @@ pub struct InboundTransport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ServerShape {
     Tcp,
-    Ws { path: String },
-    Grpc { service_name: String },
+    /// `host`: the Host an upgrade must name (its port not compared, case
+    /// ignored, as Xray has it); `None` accepts any.
+    Ws {
+        path: String,
+        host: Option<String>,
+    },
+    Grpc {
+        service_name: String,
+    },
 }
 
 /// A certificate chain and its key, read by the compiler.

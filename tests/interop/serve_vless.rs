@@ -350,3 +350,34 @@ fn noise_and_truncated_handshakes_never_crash_our_vless_inbound() {
         );
     }
 }
+
+#[test]
+fn a_v2ray_ws_client_naming_our_host_is_served_and_one_naming_another_is_refused() {
+    let test = "a_v2ray_ws_client_naming_our_host_is_served_and_one_naming_another_is_refused";
+    let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
+        return;
+    };
+    let transport = Transport::WsTls("/vless-ws", &pki.server);
+    let inbound = inbound_tables(transport, &[ID], None).replace(
+        "path = \"/vless-ws\"\n",
+        "path = \"/vless-ws\"\nhost = \"proxy.example\"\n",
+    );
+    let server = free_addr();
+    let ours = serve(&dir, "vless", server, &inbound, "");
+    // v2ray sends the Host of its headers as given: the case and the port
+    // are not compared.
+    let client = |host: &str| {
+        let outbound = v2ray_vless(server, ID, transport, &pki.ca).replace(
+            r#""path": "/vless-ws" }"#,
+            &format!(r#""path": "/vless-ws", "headers": {{ "Host": "{host}" }} }}"#),
+        );
+        v2ray_client(&peers[0], &dir, &outbound)
+    };
+    let (_right, right) = client("Proxy.Example:8443");
+    let (_wrong, wrong) = client("prober.example");
+    carries_tcp(right, "v2ray naming our ws host");
+    ours.wait_for_log("via out@v1");
+    carries_nothing(wrong, "v2ray naming another ws host");
+    ours.wait_for_log("ended: websocket: no upgrade for Host \"prober.example\"");
+    carries_tcp(right, "v2ray naming our ws host after the refusal");
+}

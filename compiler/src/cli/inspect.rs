@@ -190,7 +190,11 @@ fn over_tls(tls: Option<&ServerTls>) -> String {
 fn server_transport(t: &InboundTransport) -> String {
     let shape = match &t.shape {
         ServerShape::Tcp => "tcp".to_owned(),
-        ServerShape::Ws { path } => format!("ws {path}"),
+        ServerShape::Ws { path, host: None } => format!("ws {path}"),
+        ServerShape::Ws {
+            path,
+            host: Some(host),
+        } => format!("ws {path} (host {host})"),
         ServerShape::Grpc { service_name } => format!("grpc {service_name}"),
     };
     match (&t.tls, &t.shape) {

@@ -190,6 +190,72 @@ fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// The Host a ws inbound checks, compared as Xray compares it: case
+/// ignored, the request's port stripped. So a port here could never match,
+/// and a name in another script would not match the ASCII (punycode) one a
+/// client sends.
+fn server_host(cx: &mut Cx, host: &Spanned<String>) -> Option<String> {
+    let name = host.get_ref();
+    let unbracketed = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    if unbracketed.parse::<std::net::Ipv6Addr>().is_ok() {
+        return Some(unbracketed.to_owned());
+    }
+    let (message, help) = if name.is_empty() {
+        (
+            "a WebSocket host is empty".to_owned(),
+            "remove `host` to accept any Host".to_owned(),
+        )
+    } else if let Some((bare, _)) = name.rsplit_once(':') {
+        (
+            format!("a WebSocket host takes no port, found \"{name}\""),
+            format!("the port in a request's Host is not compared: set host = \"{bare}\""),
+        )
+    } else if name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+    {
+        return Some(name.clone());
+    } else {
+        (
+            format!("\"{name}\" is not a host name"),
+            "a WebSocket host is a DNS name in its ASCII form (xn-- for other scripts) or an IP address"
+                .to_owned(),
+        )
+    };
+    cx.error(codes::INVALID_VALUE, host.span(), message).help = Some(help);
+    None
+}
+
+/// Early data settings on a ws inbound, which takes early data whenever a
+/// client sends it, are refused rather than ignored.
+fn client_only(cx: &mut Cx, ws: &WsConfig) {
+    let keys = [
+        (
+            "max_early_data",
+            ws.max_early_data.as_ref().map(Spanned::span),
+        ),
+        (
+            "early_data_header_name",
+            ws.early_data_header_name.as_ref().map(Spanned::span),
+        ),
+    ];
+    for (key, span) in keys {
+        if let Some(span) = span {
+            cx.error(
+                codes::NOT_APPLICABLE,
+                span,
+                format!("`{key}` does not apply to a ws inbound"),
+            )
+            .help = Some(format!(
+                "the server takes early data in {EARLY_DATA_HEADER} whenever a client sends it; remove `{key}`"
+            ));
+        }
+    }
+}
+
 fn path(cx: &mut Cx, path: &Spanned<String>) -> String {
     if !path.get_ref().starts_with('/') {
         cx.error(
@@ -303,13 +369,20 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
         .unwrap_or_else(|| "tcp".to_owned());
     shape_tables_match(cx, stream.ws.as_ref(), stream.grpc.as_ref(), &network);
     let shape = match network.as_str() {
-        "ws" => ServerShape::Ws {
-            path: stream
-                .ws
-                .as_ref()
-                .and_then(|w| w.get_ref().path.as_ref())
-                .map_or_else(|| "/".into(), |p| path(cx, p)),
-        },
+        "ws" => {
+            let ws = stream.ws.as_ref().map(Spanned::get_ref);
+            if let Some(ws) = ws {
+                client_only(cx, ws);
+            }
+            ServerShape::Ws {
+                path: ws
+                    .and_then(|w| w.path.as_ref())
+                    .map_or_else(|| "/".into(), |p| path(cx, p)),
+                host: ws
+                    .and_then(|w| w.host.as_ref())
+                    .and_then(|h| server_host(cx, h)),
+            }
+        }
         "grpc" => ServerShape::Grpc {
             service_name: stream
                 .grpc

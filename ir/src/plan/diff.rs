@@ -452,7 +452,10 @@ pub(super) fn inbound(a: &InboundSpec, b: &InboundSpec) -> Vec<Change> {
 
 fn server_transport(f: &mut Fields, a: &InboundTransport, b: &InboundTransport) {
     match (&a.shape, &b.shape) {
-        (ServerShape::Ws { path: pa }, ServerShape::Ws { path: pb }) => f.check("ws path", pa, pb),
+        (ServerShape::Ws { path: pa, host: ha }, ServerShape::Ws { path: pb, host: hb }) => {
+            f.check("ws path", pa, pb);
+            f.check("ws host", ha, hb);
+        }
         (ServerShape::Grpc { service_name: sa }, ServerShape::Grpc { service_name: sb }) => {
             f.check("grpc service name", sa, sb)
         }

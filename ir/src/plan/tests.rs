@@ -271,6 +271,45 @@ fn a_change_of_users_only_keeps_the_inbound_and_any_other_change_rebuilds_it() {
 }
 
 #[test]
+fn a_ws_inbound_whose_path_or_host_changed_is_rebuilt_saying_which() {
+    let ws_in = |path: &str, host: Option<&str>| {
+        let mut spec = fleet();
+        spec.inbounds.push(InboundSpec {
+            protocol: InboundProtocol::Trojan {
+                passwords: vec![Secret("alice".to_owned())],
+                transport: InboundTransport {
+                    shape: ServerShape::Ws {
+                        path: path.to_owned(),
+                        host: host.map(str::to_owned),
+                    },
+                    tls: None,
+                },
+                fallback: None,
+            },
+            ..socks_in("ws-in", 8443)
+        });
+        spec
+    };
+    let state = DeployedState::initial(ws_in("/ws", None));
+    for (next, reason) in [
+        (ws_in("/ws", Some("cdn.example")), "ws host changed"),
+        (ws_in("/other", None), "ws path changed"),
+        (
+            ws_in("/other", Some("cdn.example")),
+            "ws path changed, ws host changed",
+        ),
+    ] {
+        let p = plan(&state, &next);
+        assert_eq!(
+            built(&p, Kind::Inbound, "ws-in"),
+            (2, Some(1), reason.into())
+        );
+    }
+    let p = plan(&state, &ws_in("/ws", None));
+    assert_eq!(reused(&p, Kind::Inbound, "ws-in"), 1);
+}
+
+#[test]
 fn an_inbound_tls_change_is_named_by_what_changed_never_the_key() {
     let tls = |cert: &str, key: &str| ServerTls {
         cert_path: "cert.pem".into(),

@@ -4,6 +4,13 @@
 //! u32) whose body is the protobuf `Hunk { bytes data = 1; }`, so the tag
 //! 0x0A, the varint length and the bytes.
 //!
+//! Xray's multi mode, the call `TunMulti`, carries `MultiHunk { repeated
+//! bytes data = 1; }` instead: the same field, any number of times in one
+//! message, each a buffer of the stream (Xray's writer puts one field per
+//! buffer of a write, its older one an empty field per buffer first). A
+//! `MultiHunk` with one field is the same bytes as a `Hunk`, so the writer
+//! is the same for both; only the reader differs ([`Message`]).
+//!
 //! [`encode_header`] writes the header of one message into a buffer the
 //! caller owns; [`Decoder`] takes bytes as they arrive, split anywhere, and
 //! says where the payload bytes are.
@@ -14,8 +21,20 @@ use std::ops::Range;
 /// The longest header: the gRPC prefix, the tag and a 5-byte varint.
 pub const HEADER_MAX: usize = 5 + 1 + 5;
 
-/// The protobuf key of `Hunk.data`: field 1, wire type 2 (length-delimited).
+/// The protobuf key of `Hunk.data` and `MultiHunk.data`: field 1, wire
+/// type 2 (length-delimited).
 const HUNK_DATA_TAG: u8 = 0x0A;
+
+/// The message a call carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Message {
+    /// `Hunk`, on `Tun`: one data field, filling the message.
+    #[default]
+    Hunk,
+    /// `MultiHunk`, on `TunMulti`: data fields one after another, empty
+    /// ones among them, filling the message.
+    MultiHunk,
+}
 
 /// The bytes of `len` as a varint.
 fn varint_len(len: u32) -> usize {
@@ -70,27 +89,26 @@ pub enum Step {
 enum State {
     /// Reading the 5-byte prefix; `have` of it so far.
     Prefix { have: u8 },
-    /// Expecting the tag of `Hunk.data`; `body` bytes of the message left.
+    /// Expecting the tag of a data field; `body` bytes of the message left.
     Tag { body: u32 },
     /// Reading the varint length; `body` bytes of the message left after it.
     Length { body: u32, value: u32, shift: u8 },
-    /// `left` payload bytes of the current message still to come.
-    Payload { left: u32 },
+    /// `left` payload bytes of the current field still to come, then
+    /// `after` bytes of the message (further fields of a `MultiHunk`).
+    Payload { left: u32, after: u32 },
 }
 
 /// Reads gun messages from bytes split anywhere, with no buffer of its own.
 #[derive(Debug)]
 pub struct Decoder {
+    message: Message,
     state: State,
     prefix: [u8; 5],
 }
 
 impl Default for Decoder {
     fn default() -> Self {
-        Decoder {
-            state: State::Prefix { have: 0 },
-            prefix: [0; 5],
-        }
+        Decoder::new(Message::Hunk)
     }
 }
 
@@ -98,7 +116,24 @@ fn invalid(text: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, text)
 }
 
+/// What follows a field with `after` bytes of its message behind it.
+fn next_field(after: u32) -> State {
+    match after {
+        0 => State::Prefix { have: 0 },
+        body => State::Tag { body },
+    }
+}
+
 impl Decoder {
+    /// A decoder of `message`s.
+    pub fn new(message: Message) -> Self {
+        Decoder {
+            message,
+            state: State::Prefix { have: 0 },
+            prefix: [0; 5],
+        }
+    }
+
     /// True between messages: a stream may end here.
     pub fn at_boundary(&self) -> bool {
         matches!(self.state, State::Prefix { have: 0 })
@@ -110,15 +145,18 @@ impl Decoder {
         let mut at = 0;
         while at < input.len() {
             match self.state {
-                State::Payload { left } => {
+                State::Payload { left, after } => {
                     let take = input.len() - at;
                     let take = take.min(room).min(left as usize);
                     if take == 0 {
                         break;
                     }
                     self.state = match left as usize - take {
-                        0 => State::Prefix { have: 0 },
-                        rest => State::Payload { left: rest as u32 },
+                        0 => next_field(after),
+                        rest => State::Payload {
+                            left: rest as u32,
+                            after,
+                        },
                     };
                     return Ok((at + take, Step::Payload(at..at + take)));
                 }
@@ -171,12 +209,17 @@ impl Decoder {
                         };
                         continue;
                     }
-                    if value != body {
+                    let fits = match self.message {
+                        Message::Hunk => value == body,
+                        Message::MultiHunk => value <= body,
+                    };
+                    if !fits {
                         return Err(invalid("gun hunk length does not match its message"));
                     }
+                    let after = body - value;
                     self.state = match value {
-                        0 => State::Prefix { have: 0 },
-                        left => State::Payload { left },
+                        0 => next_field(after),
+                        left => State::Payload { left, after },
                     };
                 }
             }
@@ -201,7 +244,11 @@ mod tests {
     /// Feeds `wire` in the given pieces with `room` payload bytes a call and
     /// returns the payload read.
     fn read(wire: &[u8], cuts: &[usize], room: usize) -> io::Result<Vec<u8>> {
-        let mut decoder = Decoder::default();
+        read_as(Message::Hunk, wire, cuts, room)
+    }
+
+    fn read_as(message: Message, wire: &[u8], cuts: &[usize], room: usize) -> io::Result<Vec<u8>> {
+        let mut decoder = Decoder::new(message);
         let mut out = Vec::new();
         let mut start = 0;
         for end in cuts.iter().copied().chain([wire.len()]) {
@@ -310,5 +357,93 @@ mod tests {
             decoder.decode(&wire[7..], 5).unwrap(),
             (2, Step::Payload(0..2))
         );
+    }
+
+    /// A `MultiHunk` built by hand: the gRPC prefix, then each field as its
+    /// tag, a one-byte length and its bytes.
+    fn multi_hunk(fields: &[&[u8]]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for field in fields {
+            assert!(field.len() < 0x80);
+            body.push(0x0A);
+            body.push(field.len() as u8);
+            body.extend_from_slice(field);
+        }
+        let mut wire = vec![0];
+        wire.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        wire.extend(body);
+        wire
+    }
+
+    #[test]
+    fn a_multi_hunk_yields_its_fields_in_order_split_anywhere() {
+        // Two messages: three fields, then Xray's older writer's shape, an
+        // empty field per buffer before the buffers.
+        let mut wire = multi_hunk(&[b"first ", b"second ", b"third "]);
+        wire.extend(multi_hunk(&[b"", b"", b"fourth ", b"fifth"]));
+        let expected = b"first second third fourth fifth";
+        for cut in 0..=wire.len() {
+            let back = read_as(Message::MultiHunk, &wire, &[cut], usize::MAX).unwrap();
+            assert_eq!(back, expected, "cut {cut}");
+        }
+        let every: Vec<usize> = (1..wire.len()).collect();
+        let back = read_as(Message::MultiHunk, &wire, &every, 1).unwrap();
+        assert_eq!(back, expected);
+        let back = read_as(Message::MultiHunk, &wire, &[], 4).unwrap();
+        assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn a_multi_hunk_payload_never_spans_two_fields() {
+        let wire = multi_hunk(&[b"ab", b"cd"]);
+        let mut decoder = Decoder::new(Message::MultiHunk);
+        // The prefix, the first tag and length, then only that field.
+        assert_eq!(
+            decoder.decode(&wire, usize::MAX).unwrap(),
+            (9, Step::Payload(7..9))
+        );
+        assert!(!decoder.at_boundary(), "a field of the message is left");
+        assert_eq!(
+            decoder.decode(&wire[9..], usize::MAX).unwrap(),
+            (4, Step::Payload(2..4))
+        );
+        assert!(decoder.at_boundary());
+    }
+
+    #[test]
+    fn one_field_is_the_same_bytes_for_both_messages() {
+        let wire = message(&[3u8; 300]);
+        let back = read_as(Message::MultiHunk, &wire, &[], usize::MAX).unwrap();
+        assert_eq!(back, [3u8; 300]);
+        let empty = [0, 0, 0, 0, 0];
+        assert_eq!(read_as(Message::MultiHunk, &empty, &[], 8).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_hunk_of_several_fields_is_refused_on_tun() {
+        let err = read(&multi_hunk(&[b"a", b"b"]), &[], 8).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gun hunk length does not match its message"
+        );
+    }
+
+    #[test]
+    fn a_multi_hunk_field_past_its_message_or_another_field_is_refused() {
+        // The second field says 5 bytes where the message has 1 left.
+        let wire = [0, 0, 0, 0, 6, 0x0A, 1, b'a', 0x0A, 5, b'b'];
+        let err = read_as(Message::MultiHunk, &wire, &[], 8).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gun hunk length does not match its message"
+        );
+        // A tag with no room left in the message for its length.
+        let wire = [0, 0, 0, 0, 4, 0x0A, 1, b'a', 0x0A, 1];
+        let err = read_as(Message::MultiHunk, &wire, &[], 8).unwrap_err();
+        assert_eq!(err.to_string(), "gun hunk length is malformed");
+        // Field 2 is no field of a MultiHunk.
+        let wire = [0, 0, 0, 0, 6, 0x0A, 1, b'a', 0x12, 1, b'b'];
+        let err = read_as(Message::MultiHunk, &wire, &[], 8).unwrap_err();
+        assert_eq!(err.to_string(), "gun message is not a hunk");
     }
 }

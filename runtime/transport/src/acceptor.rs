@@ -92,7 +92,10 @@ impl Acceptor {
     pub fn build(shape: &ServerShape, tls: Option<&ServerTls>) -> io::Result<Acceptor> {
         let (shape, alpn): (Shape, &[&str]) = match shape {
             ServerShape::Tcp => (Shape::Tcp, &[]),
-            ServerShape::Ws { path } => (Shape::Ws(WsServer::new(path)), &["http/1.1"]),
+            ServerShape::Ws { path, host } => (
+                Shape::Ws(WsServer::new(path, host.as_deref())),
+                &["http/1.1"],
+            ),
             ServerShape::Grpc { service_name } => {
                 (Shape::Grpc(GrpcServer::new(service_name)), &["h2"])
             }

@@ -143,7 +143,10 @@ fn pairs() -> Vec<Pair> {
             tls,
         });
         pairs.push(Pair {
-            server: ServerShape::Ws { path: "/ws".into() },
+            server: ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             client: ws_path("/ws?ed=2048", None),
             tls,
         });
@@ -267,7 +270,10 @@ async fn the_acceptor_picks_the_shapes_alpn_when_the_plan_names_none() {
     for (shape, alpn) in [
         (ServerShape::Tcp, None),
         (
-            ServerShape::Ws { path: "/ws".into() },
+            ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             Some(&b"http/1.1"[..]),
         ),
         (
@@ -341,7 +347,10 @@ async fn a_shutdown_reaches_the_peer_as_the_end_of_its_reads() {
 async fn a_server_shutdown_over_ws_is_a_close_frame_the_client_reads_as_the_end() {
     for tls in [false, true] {
         let pair = Pair {
-            server: ServerShape::Ws { path: "/ws".into() },
+            server: ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             client: ws_path("/ws", None),
             tls,
         };
@@ -373,7 +382,10 @@ async fn ws_early_data_arrives_as_the_streams_first_bytes() {
             header: "Sec-WebSocket-Protocol".into(),
         };
         let pair = Pair {
-            server: ServerShape::Ws { path: "/ws".into() },
+            server: ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             client: ws_path("/ws?ed=2048", Some(early)),
             tls,
         };
@@ -399,7 +411,10 @@ async fn ws_early_data_arrives_as_the_streams_first_bytes() {
 #[tokio::test]
 async fn a_wrong_ws_path_gets_a_404_and_no_websocket() {
     let pair = Pair {
-        server: ServerShape::Ws { path: "/ws".into() },
+        server: ServerShape::Ws {
+            path: "/ws".into(),
+            host: None,
+        },
         client: ws_path("/elsewhere", None),
         tls: false,
     };
@@ -416,8 +431,99 @@ async fn a_wrong_ws_path_gets_a_404_and_no_websocket() {
 }
 
 #[tokio::test]
+async fn a_ws_upgrade_naming_the_host_is_served_and_another_host_refused_as_a_wrong_path() {
+    let server = ServerShape::Ws {
+        path: "/ws".into(),
+        host: Some("cdn.example".into()),
+    };
+    for tls in [false, true] {
+        for (host, served) in [
+            ("cdn.example", true),
+            ("CDN.example", true),
+            ("other.example", false),
+        ] {
+            let pair = Pair {
+                server: server.clone(),
+                client: StreamShape::Ws {
+                    path: "/ws".into(),
+                    host: host.into(),
+                    early_data: None,
+                },
+                tls,
+            };
+            let (connector, mut accepted) = start(&pair, Limits::default()).await;
+            let (client, accepted) = tokio::join!(connector.connect(), accepted.recv());
+            let accepted = accepted.unwrap();
+            if served {
+                echo_all(accepted.unwrap());
+                let data = pattern(64 * 1024, 2);
+                let back = round_trip(client.unwrap(), data.clone()).await;
+                assert!(back == data, "{host} over {}", kind(&pair));
+                continue;
+            }
+            assert_eq!(
+                client.err().unwrap().to_string(),
+                "websocket: the server answered the upgrade with 404",
+                "{host} over {}",
+                kind(&pair)
+            );
+            let error = accepted.err().unwrap();
+            assert_eq!(error.kind(), io::ErrorKind::NotFound);
+            assert_eq!(
+                error.to_string(),
+                format!("websocket: no upgrade for Host {host:?}")
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_prober_gets_the_same_bytes_for_a_wrong_host_as_for_a_wrong_path() {
+    let acceptor = Acceptor::build(
+        &ServerShape::Ws {
+            path: "/ws".into(),
+            host: Some("cdn.example".into()),
+        },
+        None,
+    )
+    .unwrap();
+    let (addr, mut accepted) = serve(acceptor, Limits::default()).await;
+    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    let mut answers = Vec::new();
+    for request in [
+        format!("GET /elsewhere HTTP/1.1\r\nHost: cdn.example\r\n{upgrade}"),
+        format!("GET /ws HTTP/1.1\r\nHost: prober.example\r\n{upgrade}"),
+        "GET /ws HTTP/1.1\r\nHost: prober.example\r\n\r\n".to_owned(),
+        format!("GET /ws HTTP/1.1\r\n{upgrade}"),
+    ] {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tcp.read_to_end(&mut answer).await.unwrap();
+        assert!(accepted.recv().await.unwrap().is_err());
+        answers.push(String::from_utf8(answer).unwrap());
+    }
+    assert!(
+        answers[0].starts_with("HTTP/1.1 404 Not Found\r\n"),
+        "{}",
+        answers[0]
+    );
+    for answer in &answers[1..] {
+        assert_eq!(answer, &answers[0]);
+    }
+}
+
+#[tokio::test]
 async fn a_plain_http_request_is_answered_as_a_web_server_would_and_closed() {
-    let acceptor = Acceptor::build(&ServerShape::Ws { path: "/ws".into() }, None).unwrap();
+    let acceptor = Acceptor::build(
+        &ServerShape::Ws {
+            path: "/ws".into(),
+            host: None,
+        },
+        None,
+    )
+    .unwrap();
     let (addr, mut accepted) = serve(acceptor, Limits::default()).await;
     for (request, status) in [
         (
@@ -446,12 +552,18 @@ async fn a_client_that_sends_nothing_hits_the_deadline_with_the_layers_text() {
     for (shape, tls, text) in [
         (ServerShape::Tcp, true, "tls handshake timed out"),
         (
-            ServerShape::Ws { path: "/ws".into() },
+            ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             false,
             "websocket handshake timed out",
         ),
         (
-            ServerShape::Ws { path: "/ws".into() },
+            ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             true,
             "tls handshake timed out",
         ),
@@ -480,7 +592,10 @@ async fn a_client_silent_after_tls_hits_the_deadline_of_the_layer_above() {
     let limit = Duration::from_secs(3);
     for (shape, text) in [
         (
-            ServerShape::Ws { path: "/ws".into() },
+            ServerShape::Ws {
+                path: "/ws".into(),
+                host: None,
+            },
             "websocket handshake timed out",
         ),
         (

@@ -1,6 +1,8 @@
 //! gRPC under an inbound (seed 003 step 2): the HTTP/2 server handshake,
 //! then every call to `/<service_name>/Tun` one gun tunnel ([`GrpcStream`])
-//! as v2ray, Xray and sing-box clients open them, many on one connection.
+//! as v2ray, Xray and sing-box clients open them, many on one connection;
+//! so is every call to `/<service_name>/TunMulti`, Xray's multi mode, whose
+//! messages carry several buffers each ([`gun::Message::MultiHunk`]).
 //!
 //! A [`GrpcConnection`] owns the HTTP/2 connection and yields its calls.
 //! h2 does all of a connection's I/O, for every stream on it, inside the
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use etemenanki_ir::spec::Limits;
+use etemenanki_proto::gun;
 use h2::server::{Connection, SendResponse};
 use h2::{Ping, PingPong, Reason, RecvStream};
 use http::header::CONTENT_TYPE;
@@ -57,15 +60,40 @@ pub(super) fn status_ok() -> HeaderMap {
 /// How one inbound takes its HTTP/2 connections.
 #[derive(Clone, Debug)]
 pub struct GrpcServer {
-    /// `/<service_name>/Tun`.
-    path: String,
+    paths: Paths,
     ping_interval: Duration,
+}
+
+/// The calls of the service, by path.
+#[derive(Clone, Debug)]
+struct Paths {
+    /// `/<service_name>/Tun`.
+    tun: String,
+    /// `/<service_name>/TunMulti`.
+    tun_multi: String,
+}
+
+impl Paths {
+    /// The message a call to `path` carries, or `None` for a path that is
+    /// no call of the service.
+    fn classify(&self, path: &str) -> Option<gun::Message> {
+        if path == self.tun {
+            Some(gun::Message::Hunk)
+        } else if path == self.tun_multi {
+            Some(gun::Message::MultiHunk)
+        } else {
+            None
+        }
+    }
 }
 
 impl GrpcServer {
     pub fn new(service_name: &str) -> Self {
         GrpcServer {
-            path: format!("/{service_name}/Tun"),
+            paths: Paths {
+                tun: format!("/{service_name}/Tun"),
+                tun_multi: format!("/{service_name}/TunMulti"),
+            },
             ping_interval: PING_INTERVAL,
         }
     }
@@ -91,7 +119,7 @@ impl GrpcServer {
         Ok(GrpcConnection {
             ping: connection.ping_pong(),
             connection,
-            path: self.path.clone(),
+            paths: self.paths.clone(),
             addrs,
             ping_interval: self.ping_interval,
             pong_timeout: limits.handshake_timeout,
@@ -131,7 +159,7 @@ enum Idle {
 /// One HTTP/2 connection of a client and the calls it opens.
 pub struct GrpcConnection {
     connection: Connection<Stream, Bytes>,
-    path: String,
+    paths: Paths,
     addrs: Addrs,
     /// h2 hands out one `PingPong` a connection.
     ping: Option<PingPong>,
@@ -162,8 +190,9 @@ impl GrpcConnection {
 
     /// Drives the connection, and with it every stream it yielded, until
     /// the client opens its next call to the service: that call as a
-    /// [`Stream`] speaking gun, its response head sent. A call to any
-    /// other path, or that is no gRPC call, is reset with REFUSED_STREAM
+    /// [`Stream`] speaking gun (`Tun`) or its multi mode (`TunMulti`), its
+    /// response head sent. A call to any other path, or that is no gRPC
+    /// call, is reset with REFUSED_STREAM
     /// and the connection goes on. `None` when the connection has ended (the
     /// client went away, or it sat idle and was closed); an error when it
     /// failed (a protocol error, or a client that stopped answering pings).
@@ -213,16 +242,21 @@ impl GrpcConnection {
             .headers()
             .get(CONTENT_TYPE)
             .is_some_and(|t| t.as_bytes().starts_with(GRPC.as_bytes()));
-        if request.method() != Method::POST || request.uri().path() != self.path || !is_grpc {
+        let message = self
+            .paths
+            .classify(request.uri().path())
+            .filter(|_| request.method() == Method::POST && is_grpc);
+        let Some(message) = message else {
             tracing::debug!(
-                "grpc call from {} to {} refused: not {} with content-type application/grpc",
+                "grpc call from {} to {} refused: not {} or {} with content-type application/grpc",
                 self.addrs.peer,
                 request.uri().path(),
-                self.path
+                self.paths.tun,
+                self.paths.tun_multi
             );
             respond.send_reset(Reason::REFUSED_STREAM);
             return None;
-        }
+        };
         let mut response = Response::new(());
         response
             .headers_mut()
@@ -232,6 +266,7 @@ impl GrpcConnection {
                 request.into_body(),
                 send,
                 self.addrs,
+                message,
             )))),
             Err(e) => {
                 tracing::debug!(

@@ -1,6 +1,8 @@
 //! One gun tunnel as a byte stream: writes become gun messages under the
 //! HTTP/2 flow control, reads unwrap them across DATA frames. The same
-//! stream serves a client's call and a server's answer to one.
+//! stream serves a client's call and a server's answer to one, on `Tun` or
+//! `TunMulti` (whose messages only the reader tells apart: one message of
+//! ours carries one field, which is the same bytes in both).
 
 use std::future::Future;
 use std::io;
@@ -115,10 +117,17 @@ impl GrpcStream {
         Self::with(Answer::Waiting(response), send, addrs, None, Side::Client)
     }
 
-    /// A server's end of a call: `body` is the request's, `send` the
-    /// response's, its head sent.
-    pub(super) fn serving(body: RecvStream, send: SendStream<Bytes>, addrs: Addrs) -> Self {
-        Self::with(Answer::Body(body), send, addrs, None, Side::Server)
+    /// A server's end of a call carrying `message`s: `body` is the
+    /// request's, `send` the response's, its head sent.
+    pub(super) fn serving(
+        body: RecvStream,
+        send: SendStream<Bytes>,
+        addrs: Addrs,
+        message: gun::Message,
+    ) -> Self {
+        let mut stream = Self::with(Answer::Body(body), send, addrs, None, Side::Server);
+        stream.decoder = Decoder::new(message);
+        stream
     }
 
     fn with(

@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 use crate::acceptor::tests::{pattern, round_trip};
+use gun::{Decoder, Step};
 
 fn limits(handshake: Duration, idle: Duration) -> Limits {
     Limits {
@@ -87,8 +88,10 @@ async fn calls_elsewhere_are_refused_while_the_service_works_on_the_same_connect
     let calls = echo_calls(connection.await.unwrap());
     for (path, content_type) in [
         ("/other/Tun", "application/grpc"),
-        ("/svc/TunMulti", "application/grpc"),
+        ("/other/TunMulti", "application/grpc"),
+        ("/svc/Tunnel", "application/grpc"),
         ("/svc/Tun", "text/plain"),
+        ("/svc/TunMulti", "text/plain"),
     ] {
         let mut send = send.clone().ready().await.unwrap();
         let (response, _body) = send
@@ -186,4 +189,95 @@ async fn a_connection_whose_calls_ended_is_closed_after_the_idle_limit() {
     let ((), after) = tokio::join!(echo, connection.next());
     assert!(after.is_none(), "closed once idle");
     assert_eq!(flow.await.unwrap(), b"x");
+}
+
+/// `MultiHunk { repeated bytes data = 1; }` with `fields`, as Xray's
+/// multi mode frames a write: the gRPC prefix, then each field's tag,
+/// varint length and bytes.
+fn multi_hunk(fields: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for field in fields {
+        body.push(0x0A);
+        let mut len = field.len();
+        while len >= 0x80 {
+            body.push(len as u8 & 0x7F | 0x80);
+            len >>= 7;
+        }
+        body.push(len as u8);
+        body.extend_from_slice(field);
+    }
+    let mut wire = vec![0];
+    wire.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    wire.extend(body);
+    wire
+}
+
+#[tokio::test]
+async fn a_tun_multi_call_takes_several_buffers_a_message_and_is_answered() {
+    let (addr, connection) = server(Limits::default()).await;
+    let send = client(addr).await;
+    let calls = echo_calls(connection.await.unwrap());
+    let data = pattern(200 * 1024, 4);
+    // Messages of up to four buffers of up to 8 KiB, some empty (Xray's
+    // older writer sends an empty field per buffer first), sent in DATA
+    // frames of 1000 bytes so messages and fields split across reads.
+    let mut wire = Vec::new();
+    let mut rest = &data[..];
+    let mut sizes = [8192usize, 1, 0, 300, 127, 128, 5000].iter().cycle();
+    while !rest.is_empty() {
+        let mut fields = Vec::new();
+        for _ in 0..4 {
+            let (field, after) = rest.split_at((*sizes.next().unwrap()).min(rest.len()));
+            fields.push(field);
+            rest = after;
+        }
+        wire.extend(multi_hunk(&fields));
+    }
+    let mut send = send.ready().await.unwrap();
+    let (response, mut body) = send
+        .send_request(request("/svc/TunMulti", "application/grpc"), false)
+        .unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()[CONTENT_TYPE], "application/grpc");
+    let writer = tokio::spawn(async move {
+        for frame in wire.chunks(1000) {
+            body.reserve_capacity(frame.len());
+            while body.capacity() < frame.len() {
+                std::future::poll_fn(|cx| body.poll_capacity(cx))
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+            body.send_data(Bytes::copy_from_slice(frame), false)
+                .unwrap();
+        }
+        body.send_data(Bytes::new(), true).unwrap();
+        body
+    });
+    // The answer: messages the client reads as MultiHunks.
+    let mut answer = response.into_body();
+    let mut decoder = Decoder::new(gun::Message::MultiHunk);
+    let mut echoed = Vec::new();
+    while let Some(frame) = answer.data().await {
+        let frame = frame.unwrap();
+        answer.flow_control().release_capacity(frame.len()).unwrap();
+        let mut piece = &frame[..];
+        while !piece.is_empty() {
+            let (used, step) = decoder.decode(piece, usize::MAX).unwrap();
+            if let Step::Payload(range) = step {
+                echoed.extend_from_slice(&piece[range]);
+            }
+            piece = &piece[used..];
+        }
+    }
+    assert!(decoder.at_boundary(), "the answer ends between messages");
+    assert_eq!(echoed.len(), data.len());
+    assert!(echoed == data, "every buffer came back, in order");
+    let trailers = answer.trailers().await.unwrap().unwrap();
+    assert_eq!(trailers["grpc-status"], "0");
+    // With every handle of the client's gone, its connection ends, and so
+    // does the server's.
+    drop((writer.await.unwrap(), answer, send));
+    assert_eq!(calls.await.unwrap(), 1);
 }
