@@ -865,6 +865,25 @@ fn a_ws_inbound_refuses_a_host_no_request_could_match_and_client_only_keys() {
 }
 
 #[test]
+fn a_grpc_inbound_refuses_the_client_only_authority() {
+    let text = "[[inbound]]\ntag = \"edge-in\"\nprotocol = \"vless\"\nport = 8444\n\
+                [inbound.stream]\nnetwork = \"grpc\"\n[inbound.stream.grpc]\n\
+                service_name = \"tun\"\nauthority = \"cdn.example\"\n";
+    let text = format!("{text}{VLESS_IN_ID}");
+    let diags = compile(&Source::new("t.toml", &text)).unwrap_err();
+    let d = diags.iter().find(|d| d.is_error()).expect("an error");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        ("E0302", "`authority` does not apply to a grpc inbound")
+    );
+    assert_eq!(
+        d.help.as_deref(),
+        Some("the server answers calls for any authority; remove `authority`")
+    );
+    assert_eq!(&text[d.span.clone()], "\"cdn.example\"");
+}
+
+#[test]
 fn a_ws_inbound_host_with_a_port_is_refused_at_the_value_in_et_too() {
     let text = "inbound edge-in vless {\n  port = 8444\n  \
                 id = \"11111111-2222-3333-4444-555555555555\"\n  \

@@ -231,7 +231,7 @@ fn server_host(cx: &mut Cx, host: &Spanned<String>) -> Option<String> {
 
 /// Early data settings on a ws inbound, which takes early data whenever a
 /// client sends it, are refused rather than ignored.
-fn client_only(cx: &mut Cx, ws: &WsConfig) {
+fn ws_client_only(cx: &mut Cx, ws: &WsConfig) {
     let keys = [
         (
             "max_early_data",
@@ -244,16 +244,27 @@ fn client_only(cx: &mut Cx, ws: &WsConfig) {
     ];
     for (key, span) in keys {
         if let Some(span) = span {
-            cx.error(
-                codes::NOT_APPLICABLE,
+            client_only(
+                cx,
                 span,
-                format!("`{key}` does not apply to a ws inbound"),
-            )
-            .help = Some(format!(
-                "the server takes early data in {EARLY_DATA_HEADER} whenever a client sends it; remove `{key}`"
-            ));
+                "ws",
+                key,
+                format!(
+                    "the server takes early data in {EARLY_DATA_HEADER} whenever a client sends it; remove `{key}`"
+                ),
+            );
         }
     }
+}
+
+/// A key only a client uses, written on an inbound: refused, not ignored.
+fn client_only(cx: &mut Cx, span: crate::diagnostic::Span, shape: &str, key: &str, help: String) {
+    cx.error(
+        codes::NOT_APPLICABLE,
+        span,
+        format!("`{key}` does not apply to a {shape} inbound"),
+    )
+    .help = Some(help);
 }
 
 fn path(cx: &mut Cx, path: &Spanned<String>) -> String {
@@ -372,7 +383,7 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
         "ws" => {
             let ws = stream.ws.as_ref().map(Spanned::get_ref);
             if let Some(ws) = ws {
-                client_only(cx, ws);
+                ws_client_only(cx, ws);
             }
             ServerShape::Ws {
                 path: ws
@@ -383,13 +394,23 @@ pub fn server(cx: &mut Cx, stream: Option<&InboundStream>) -> InboundTransport {
                     .and_then(|h| server_host(cx, h)),
             }
         }
-        "grpc" => ServerShape::Grpc {
-            service_name: stream
-                .grpc
-                .as_ref()
-                .and_then(|g| g.get_ref().service_name.as_ref())
-                .map_or_else(|| "GunService".into(), |s| s.get_ref().clone()),
-        },
+        "grpc" => {
+            let grpc = stream.grpc.as_ref().map(Spanned::get_ref);
+            if let Some(authority) = grpc.and_then(|g| g.authority.as_ref()) {
+                client_only(
+                    cx,
+                    authority.span(),
+                    "grpc",
+                    "authority",
+                    "the server answers calls for any authority; remove `authority`".into(),
+                );
+            }
+            ServerShape::Grpc {
+                service_name: grpc
+                    .and_then(|g| g.service_name.as_ref())
+                    .map_or_else(|| "GunService".into(), |s| s.get_ref().clone()),
+            }
+        }
         _ => ServerShape::Tcp,
     };
     let tls = server_security(cx, stream);
