@@ -23,8 +23,10 @@ pub const MAGIC: &[u8; 8] = b"ETEMPLAN";
 /// inbounds carry an optional TLS server configuration; 3: the route table
 /// carries its domain strategy; 4: a ws transport carries its early data;
 /// 5: trojan and vless inbounds carry their fallback; 6: a DNS server
-/// carries its kind, plain, tls or https, and the dns inbound exists).
-pub const FORMAT_VERSION: u16 = 6;
+/// carries its kind, plain, tls or https, and the dns inbound exists; 7: a
+/// hysteria2 inbound carries a password list, its masquerade and its
+/// bandwidth limits).
+pub const FORMAT_VERSION: u16 = 7;
 
 /// A decoded plan: its header and its spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
