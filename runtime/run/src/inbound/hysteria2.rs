@@ -160,7 +160,9 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
             let authenticated = tokio::select! {
                 biased;
                 _ = stop.changed() => return,
-                done = tokio::time::timeout(limit, listener.server.handshake(incoming, &config)) => done,
+                // On the heap: QUIC's and HTTP/3's handshakes are
+                // kilobytes the connection's task need not keep.
+                done = tokio::time::timeout(limit, Box::pin(listener.server.handshake(incoming, &config))) => done,
             };
             drop(handshake);
             let connection = match authenticated {

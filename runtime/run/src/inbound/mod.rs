@@ -559,9 +559,11 @@ async fn serve_stream(
     handshake: Handshaking,
 ) -> io::Result<()> {
     let serve = shared.serve.load_full();
+    // Each protocol's future on the heap: a connection's task is as large
+    // as its own protocol's path, not the largest of them all.
     match &*serve {
-        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,
-        Serve::Http => http::serve(shared, client, peer, handshake).await,
+        Serve::Socks { udp } => Box::pin(socks::serve(shared, client, peer, handshake, *udp)).await,
+        Serve::Http => Box::pin(http::serve(shared, client, peer, handshake)).await,
         // No handshake to bound: the permit goes back at once.
         Serve::Dns => {
             drop(handshake);
@@ -572,42 +574,58 @@ async fn serve_stream(
             "hysteria2 accepts no tcp connection",
         )),
         Serve::Trojan { users, fallback } => {
-            proxy::trojan(shared, client, peer, handshake, users.clone(), *fallback).await
+            Box::pin(proxy::trojan(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                *fallback,
+            ))
+            .await
         }
         Serve::Vless { users, fallback } => {
-            proxy::vless(shared, client, peer, handshake, users.clone(), *fallback).await
+            Box::pin(proxy::vless(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                *fallback,
+            ))
+            .await
         }
         Serve::Vmess { users, replay } => {
-            proxy::vmess(
+            Box::pin(proxy::vmess(
                 shared,
                 client,
                 peer,
                 handshake,
                 users.clone(),
                 replay.clone(),
-            )
+            ))
             .await
         }
         Serve::Shadowsocks { master, salts } => {
-            proxy::shadowsocks(
+            Box::pin(proxy::shadowsocks(
                 shared,
                 client,
                 peer,
                 handshake,
                 master.clone(),
                 salts.clone(),
-            )
+            ))
             .await
         }
         Serve::Ss2022 { users, salts } => {
-            proxy::ss2022(
+            Box::pin(proxy::ss2022(
                 shared,
                 client,
                 peer,
                 handshake,
                 users.clone(),
                 salts.clone(),
-            )
+            ))
             .await
         }
     }
