@@ -78,7 +78,7 @@ pub struct InboundSettings {
     /// trojan, shadowsocks, hysteria2.
     #[serde(default)]
     pub password: Option<Spanned<SecretValue>>,
-    /// trojan: several users.
+    /// trojan, hysteria2: several users.
     #[serde(default)]
     pub passwords: Option<List<SecretValue>>,
     /// vless, vmess: one user id.
@@ -103,6 +103,15 @@ pub struct InboundSettings {
     /// relayed, with the bytes it sent (an IP address and port).
     #[serde(default)]
     pub fallback: Option<Spanned<String>>,
+    /// hysteria2: the web server an HTTP/3 request that is not an
+    /// authentication is relayed to (an IP address and port).
+    #[serde(default)]
+    pub masquerade: Option<Spanned<String>>,
+    /// hysteria2: the most this side sends and receives, Mbit/s.
+    #[serde(default)]
+    pub up_mbps: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub down_mbps: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -899,3 +899,106 @@ fn a_ws_inbound_host_with_a_port_is_refused_at_the_value_in_et_too() {
     );
     assert_eq!(&text[d.span.clone()], "\"cdn.example:443\"");
 }
+#[test]
+fn a_hysteria2_inbound_takes_passwords_a_masquerade_and_limits_in_both_front_ends() {
+    let toml = r#"
+[[inbound]]
+tag = "hy2"
+protocol = "hysteria2"
+port = 8446
+[inbound.stream.tls]
+cert_file = "tls/cert.pem"
+key_file = "tls/key.pem"
+[inbound.settings]
+password = "a"
+passwords = ["b", "c"]
+masquerade = "127.0.0.1:8080"
+up_mbps = 200
+down_mbps = 100
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#;
+    let et = r#"
+inbound hy2 hysteria2 {
+  port = 8446
+  password = "a"
+  passwords = ["b", "c"]
+  masquerade = 127.0.0.1:8080
+  up_mbps = 200
+  down_mbps = 100
+  tls { cert_file = "tls/cert.pem"  key_file = "tls/key.pem" }
+}
+outbound direct freedom {}
+"#;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/test.et");
+    let from_et = compile(&Source::new(path.display().to_string(), et))
+        .unwrap()
+        .spec;
+    let from_toml = compile(&beside_examples(toml)).unwrap().spec;
+    assert_eq!(from_et.inbounds, from_toml.inbounds);
+    let InboundProtocol::Hysteria2 {
+        passwords,
+        masquerade,
+        up_bps,
+        down_bps,
+        ..
+    } = &from_toml.inbound("hy2").unwrap().protocol
+    else {
+        panic!("not hysteria2");
+    };
+    let passwords: Vec<&str> = passwords.iter().map(|p| p.expose().as_str()).collect();
+    assert_eq!(passwords, ["a", "b", "c"]);
+    assert_eq!(*masquerade, Some("127.0.0.1:8080".parse().unwrap()));
+    assert_eq!((*up_bps, *down_bps), (200_000_000, 100_000_000));
+}
+
+#[test]
+fn a_hysteria2_inbound_needs_a_password_and_its_masquerade_is_an_ip_address_and_port() {
+    let diags = compile(&beside_examples(
+        r#"
+[[inbound]]
+tag = "hy2"
+protocol = "hysteria2"
+port = 8446
+[inbound.stream.tls]
+cert_file = "tls/cert.pem"
+key_file = "tls/key.pem"
+[inbound.settings]
+masquerade = "web.example.com:80"
+
+[[inbound]]
+tag = "t"
+protocol = "trojan"
+port = 8443
+[inbound.settings]
+password = "pw"
+masquerade = "127.0.0.1:80"
+up_mbps = 1
+
+[[outbound]]
+tag = "direct"
+protocol = "freedom"
+"#,
+    ))
+    .unwrap_err();
+    let got: Vec<(&str, &str)> = diags.iter().map(|d| (d.code, d.message.as_str())).collect();
+    for expected in [
+        (
+            "E0303",
+            "a hysteria2 inbound needs `settings.password` or `settings.passwords`",
+        ),
+        (
+            "E0307",
+            "`web.example.com:80` is not a masquerade address: write an IP address and port such as `127.0.0.1:80`",
+        ),
+        (
+            "E0302",
+            "`settings.masquerade` does not apply to a trojan inbound",
+        ),
+        ("E0302", "`settings.up_mbps` does not apply to a trojan inbound"),
+    ] {
+        assert!(got.contains(&expected), "{expected:?} missing from {got:?}");
+    }
+}

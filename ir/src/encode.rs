@@ -24,7 +24,8 @@ pub const MAGIC: &[u8; 8] = b"ETEMPLAN";
 /// carries its domain strategy; 4: a ws transport carries its early data;
 /// 5: trojan and vless inbounds carry their fallback; 6: a DNS server
 /// carries its kind, plain, tls or https, and the dns inbound exists; 7: a
-/// ws inbound carries the Host it checks).
+/// ws inbound carries the Host it checks, and a hysteria2 inbound a
+/// password list, its masquerade and its bandwidth limits).
 pub const FORMAT_VERSION: u16 = 7;
 
 /// A decoded plan: its header and its spec.

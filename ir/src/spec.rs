@@ -550,8 +550,17 @@ pub enum InboundProtocol {
     },
     Hysteria2 {
         tls: ServerTls,
-        password: Secret,
+        /// A connection authenticates with any of them.
+        passwords: Vec<Secret>,
         obfs: Option<Obfs>,
+        /// The web server an HTTP/3 request that is not an authentication
+        /// is relayed to, as HTTP/1.1, so the port answers a prober as that
+        /// server would; `None` answers 404.
+        masquerade: Option<SocketAddr>,
+        /// Bits per second this side sends and receives at most; 0: no
+        /// limit of its own (see docs/runtime.md, "Hysteria 2").
+        up_bps: u64,
+        down_bps: u64,
     },
     /// The DNS service for the host itself: UDP and TCP DNS on the same
     /// port, answered from the `destinations` resolver.

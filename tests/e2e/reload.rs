@@ -1,7 +1,7 @@
 //! Reloads: the plan file replaced (or SIGHUP), planned with the planner
 //! `etc plan` uses, and applied atomically.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
@@ -15,21 +15,9 @@ use etemenanki_ir::spec::{
 use crate::plan::*;
 use crate::runtime::{run_plan_bytes, Runtime};
 use crate::support::binaries::ours;
-use crate::support::client::{exchange, socks5_connect, Association};
+use crate::support::client::{echo_once, exchange, socks5_connect, Association};
 use crate::support::servers::{http_origin, tcp_echo, udp_named};
 use crate::support::WAIT;
-
-/// One round trip on an open flow; empty when the flow was closed.
-fn echo_once(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {
-    if stream.write_all(payload).is_err() {
-        return Vec::new();
-    }
-    let mut got = vec![0u8; payload.len()];
-    match stream.read_exact(&mut got) {
-        Ok(()) => got,
-        Err(_) => Vec::new(),
-    }
-}
 
 fn direct(family: AddressFamily, drain: DrainPolicy) -> OutboundSpec {
     OutboundSpec {

@@ -424,15 +424,24 @@ fn our_server(dir: &Path, pki: &Pki, obfs: bool) -> (Process, SocketAddr) {
     } else {
         String::new()
     };
-    let config = format!(
-        "[[inbound]]\ntag = \"hy2-in\"\nprotocol = \"hysteria2\"\nlisten = \"127.0.0.1\"\nport = {}\n\
+    our_server_with(dir, pki, &format!("password = \"{PASSWORD}\"\n{obfs}"))
+}
+
+/// The configuration of [`our_server`] with `settings` as the inbound's
+/// settings table.
+fn our_server_text(pki: &Pki, port: u16, settings: &str) -> String {
+    format!(
+        "[[inbound]]\ntag = \"hy2-in\"\nprotocol = \"hysteria2\"\nlisten = \"127.0.0.1\"\nport = {port}\n\
          [inbound.stream.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n\
-         [inbound.settings]\npassword = \"{PASSWORD}\"\n{obfs}\n\
+         [inbound.settings]\n{settings}\n\
          [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n",
-        free_port(),
         pki.server.cert.display(),
         pki.server.key.display()
-    );
+    )
+}
+
+fn our_server_with(dir: &Path, pki: &Pki, settings: &str) -> (Process, SocketAddr) {
+    let config = our_server_text(pki, free_port(), settings);
     let runtime = crate::support::etemenanki::start_ours(dir, "etemenanki.toml", &config, &[]);
     let addr = runtime.listening("hy2-in");
     (runtime, addr)
@@ -554,4 +563,186 @@ fn sing_box_relays_udp_through_our_hysteria2_inbound() {
     let socks = free_addr();
     let _client = sing_box_client(&sing_box, &dir, socks, server, &pki, PASSWORD, false);
     udp_round_trips(socks);
+}
+
+#[test]
+fn a_passwords_change_keeps_our_hysteria2_inbound_and_ends_only_the_removed_users_connections() {
+    let test = "a_passwords_change_keeps_our_hysteria2_inbound_and_ends_only_the_removed_users_connections";
+    let Some(openssl) = peer(test, "openssl") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let port = free_port();
+    let users = |list: &str| our_server_text(&pki, port, &format!("passwords = [{list}]\n"));
+    let server = crate::support::etemenanki::start_ours(
+        &dir,
+        "etemenanki.toml",
+        &users("\"alice\", \"bob\""),
+        &[],
+    );
+    let address = server.listening("hy2-in");
+
+    // Our client: one socks inbound per user, each routed to a hysteria2
+    // outbound with that user's password.
+    let client_dir = scratch_dir(&format!("{test}-client"));
+    let (as_alice, as_bob) = (free_addr(), free_addr());
+    let mut client = String::new();
+    for (tag, listen) in [("alice", as_alice), ("bob", as_bob)] {
+        client.push_str(&format!(
+            "[[inbound]]\ntag = \"as-{tag}\"\nprotocol = \"socks\"\nlisten = \"{}\"\nport = {}\n\n",
+            listen.ip(),
+            listen.port()
+        ));
+    }
+    for tag in ["alice", "bob"] {
+        client.push_str(&format!(
+            "[[outbound]]\ntag = \"{tag}\"\nprotocol = \"hysteria2\"\nserver = \"127.0.0.1\"\nport = {}\n\
+             [outbound.stream.tls]\nserver_name = \"{SERVER_NAME}\"\nca_file = \"{}\"\n\
+             [outbound.settings]\npassword = \"{tag}\"\n\n",
+            address.port(),
+            pki.ca.display()
+        ));
+    }
+    client.push_str("[route]\ndefault = \"alice\"\n");
+    for tag in ["alice", "bob"] {
+        client.push_str(&format!(
+            "[[route.rule]]\ninbound_tag = [\"as-{tag}\"]\noutbound = \"{tag}\"\n"
+        ));
+    }
+    let _client = crate::support::etemenanki::start_ours(
+        &client_dir,
+        "etemenanki.toml",
+        &client,
+        &[as_alice, as_bob],
+    );
+    let echo = tcp_echo();
+    let echo_once = crate::support::client::echo_once;
+    let mut alice = socks5_connect(as_alice, echo, None).unwrap();
+    let mut bob = socks5_connect(as_bob, echo, None).unwrap();
+    assert_eq!(echo_once(&mut alice, b"alice"), b"alice");
+    assert_eq!(echo_once(&mut bob, b"bob"), b"bob");
+
+    let before = server.log().len();
+    reload(&server, &dir, &users("\"alice\", \"carol\""), 1);
+    let applied = server.log()[before..].to_owned();
+    assert!(
+        applied.contains("apply: = inbound hy2-in  v1  users changed; kept, with its connections"),
+        "{applied}"
+    );
+    assert_eq!(server.listening("hy2-in"), address, "the same socket");
+    assert_eq!(echo_once(&mut alice, b"still"), b"still");
+    server.wait_for_log("its user was removed");
+    bob.set_read_timeout(Some(WAIT)).unwrap();
+    assert_eq!(
+        echo_once(&mut bob, b"gone"),
+        b"",
+        "a removed user's connection ends"
+    );
+    fails_cleanly(socks5_connect(as_bob, echo, None), "a removed user");
+    check_echo(socks5_connect(as_alice, echo, None).unwrap(), b"alice anew");
+    assert!(!server.log().contains("panicked"));
+}
+
+/// A web server of the test's own on loopback: it answers every request
+/// with `answer` and closes, handing the request heads it read to the test.
+fn tiny_web_server(answer: &'static [u8]) -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (heads, seen) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        for conn in listener.incoming().take(16) {
+            let Ok(mut conn) = conn else { return };
+            conn.set_read_timeout(Some(WAIT)).unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                match conn.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let _ = heads.send(String::from_utf8_lossy(&head).into_owned());
+            let _ = std::io::Write::write_all(&mut conn, answer);
+        }
+    });
+    (addr, seen)
+}
+
+#[test]
+fn sing_box_with_a_wrong_password_gets_our_masquerades_answer_and_fails_cleanly() {
+    let test = "sing_box_with_a_wrong_password_gets_our_masquerades_answer_and_fails_cleanly";
+    let Some((sing_box, openssl)) = peers(test) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    let (web, heads) = tiny_web_server(
+        b"HTTP/1.1 418 I'm a teapot\r\nContent-Length: 6\r\nConnection: close\r\n\r\nteapot",
+    );
+    let (runtime, server) = our_server_with(
+        &dir,
+        &pki,
+        &format!("password = \"{PASSWORD}\"\nmasquerade = \"{web}\"\n"),
+    );
+    let wrong = free_addr();
+    let wrong_client = sing_box_client(&sing_box, &dir, wrong, server, &pki, "wrong", false);
+    fails_cleanly(socks5_connect(wrong, tcp_echo(), None), "a wrong password");
+    wrong_client.wait_for_log("418");
+    let head = heads
+        .recv_timeout(WAIT)
+        .expect("the web server saw the request");
+    assert!(head.starts_with("POST /auth HTTP/1.1\r\n"), "{head}");
+    drop(wrong_client);
+    let socks = free_addr();
+    let _client = sing_box_client(&sing_box, &dir, socks, server, &pki, PASSWORD, false);
+    check_echo(
+        socks5_connect(socks, tcp_echo(), None).unwrap(),
+        b"still serving",
+    );
+    assert!(!runtime.log().contains("panicked"));
+}
+
+#[test]
+fn sing_box_with_bandwidth_limits_gets_the_rates_the_protocol_says_from_our_inbound() {
+    let test = "sing_box_with_bandwidth_limits_gets_the_rates_the_protocol_says_from_our_inbound";
+    let Some((sing_box, openssl)) = peers(test) else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let pki = Pki::make(&openssl, &dir);
+    // Ours: sends at most 800 Mbit/s, receives at most 400. (Rates high
+    // enough that Brutal's window, twice the rate times a loopback RTT,
+    // holds several packets: a window of one packet waits out the peer's
+    // ACK delay on every round trip.)
+    let (runtime, server) = our_server_with(
+        &dir,
+        &pki,
+        &format!("password = \"{PASSWORD}\"\nup_mbps = 800\ndown_mbps = 400\n"),
+    );
+    // sing-box: receives at 1000 Mbit/s, sends at 600.
+    let socks = free_addr();
+    let config = format!(
+        r#"{{ "log": {{ "level": "info" }},
+  "inbounds": [{{ "type": "socks", "tag": "socks-in", "listen": "127.0.0.1", "listen_port": {} }}],
+  "outbounds": [{{ "type": "hysteria2", "tag": "out", "server": "127.0.0.1", "server_port": {},
+    "password": "{PASSWORD}", "up_mbps": 600, "down_mbps": 1000,
+    "tls": {{ "enabled": true, "server_name": "{SERVER_NAME}", "alpn": ["h3"], "certificate_path": "{}" }} }}] }}
+"#,
+        socks.port(),
+        server.port(),
+        pki.ca.display()
+    );
+    let path = dir.join("sing-box-client.json");
+    std::fs::write(&path, config).expect("writing sing-box-client.json");
+    let mut command = Command::new(&sing_box);
+    command.args(["run", "--disable-color", "-c"]).arg(&path);
+    let _client = Process::spawn_listening("sing-box-client", command, &dir, socks);
+    mebibyte_through(socks);
+    // The client announced 1000 Mbit/s, capped by our 800: Brutal at
+    // 100 MB/s; our answer is our 400 Mbit/s (50 MB/s), which sing-box
+    // takes over its own 600.
+    runtime.wait_for_log(
+        "authenticated: sending with Brutal at 100000000 bytes/s, announcing a receive limit of 50000000 bytes/s",
+    );
 }

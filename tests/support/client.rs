@@ -353,6 +353,18 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// One round trip on an open flow; empty when the flow was closed.
+pub fn echo_once(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {
+    if stream.write_all(payload).is_err() {
+        return Vec::new();
+    }
+    let mut got = vec![0u8; payload.len()];
+    match stream.read_exact(&mut got) {
+        Ok(()) => got,
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Sends `payload`, half-closes, and reads until the peer closes (bounded
 /// by the read timeout); returns what came back.
 pub fn exchange(stream: &mut TcpStream, payload: &[u8]) -> Vec<u8> {

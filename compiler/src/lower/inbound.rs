@@ -6,7 +6,7 @@ use etemenanki_ir::spec::{
     Account, InboundProtocol, InboundSpec, Secret, ServerTls, Ss2022Method, SsMethod, Uuid,
 };
 
-use super::outbound::key_value;
+use super::outbound::{bps, key_value};
 use super::{transport, Cx};
 use crate::codes;
 use crate::config::{Inbound, InboundSettings, SecretValue, Spanned};
@@ -33,7 +33,14 @@ fn accepted(protocol: &str) -> &'static [&'static str] {
         "vmess" => &["id", "ids"],
         "shadowsocks" => &["method", "password", "udp"],
         "shadowsocks-2022" => &["method", "psk", "users", "udp"],
-        "hysteria2" => &["password", "obfs"],
+        "hysteria2" => &[
+            "password",
+            "passwords",
+            "obfs",
+            "masquerade",
+            "up_mbps",
+            "down_mbps",
+        ],
         // The DNS inbound has no settings: it answers from the DNS spec.
         _ => &[],
     }
@@ -53,16 +60,20 @@ fn present(s: &InboundSettings) -> Vec<(&'static str, Span)> {
         ("users", list_span(&s.users)),
         ("obfs", span(&s.obfs)),
         ("fallback", span(&s.fallback)),
+        ("masquerade", span(&s.masquerade)),
+        ("up_mbps", span(&s.up_mbps)),
+        ("down_mbps", span(&s.down_mbps)),
     ]
     .into_iter()
     .filter_map(|(k, s)| s.map(|s| (k, s)))
     .collect()
 }
 
-/// The fallback of a trojan or vless inbound: an IP address and port, as
-/// the runtime dials it without a lookup.
-fn fallback(cx: &mut Cx, s: &InboundSettings) -> Option<SocketAddr> {
-    let text = s.fallback.as_ref()?;
+/// The fallback of a trojan or vless inbound, or the masquerade of a
+/// hysteria2 one (`what`): an IP address and port, as the runtime dials it
+/// without a lookup.
+fn web_server(cx: &mut Cx, text: &Option<Spanned<String>>, what: &str) -> Option<SocketAddr> {
+    let text = text.as_ref()?;
     match text.get_ref().parse::<SocketAddr>() {
         Ok(addr) if addr.port() != 0 => Some(addr),
         _ => {
@@ -70,13 +81,17 @@ fn fallback(cx: &mut Cx, s: &InboundSettings) -> Option<SocketAddr> {
                 codes::INVALID_ADDRESS,
                 text.span(),
                 format!(
-                    "`{}` is not a fallback address: write an IP address and port such as `127.0.0.1:80`",
+                    "`{}` is not a {what} address: write an IP address and port such as `127.0.0.1:80`",
                     text.get_ref()
                 ),
             );
             None
         }
     }
+}
+
+fn fallback(cx: &mut Cx, s: &InboundSettings) -> Option<SocketAddr> {
+    web_server(cx, &s.fallback, "fallback")
 }
 
 pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
@@ -162,25 +177,11 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
             accounts: accounts(cx, s),
             tls: transport::tls_only(cx, i.stream.as_ref(), protocol),
         },
-        "trojan" => {
-            let passwords = one_or_many(
-                cx,
-                &s.password,
-                &s.passwords,
-                "password",
-                "passwords",
-                protocol,
-                &span,
-            )
-            .into_iter()
-            .map(Secret)
-            .collect();
-            InboundProtocol::Trojan {
-                passwords,
-                transport: transport::server(cx, i.stream.as_ref()),
-                fallback: fallback(cx, s),
-            }
-        }
+        "trojan" => InboundProtocol::Trojan {
+            passwords: passwords(cx, s, protocol, &span),
+            transport: transport::server(cx, i.stream.as_ref()),
+            fallback: fallback(cx, s),
+        },
         "vless" | "vmess" => {
             let ids = uuids(cx, s, protocol, &span);
             let transport = transport::server(cx, i.stream.as_ref());
@@ -259,33 +260,13 @@ pub fn lower(cx: &mut Cx, inbound: &Spanned<Inbound>) -> InboundSpec {
                     }
                 }
             };
-            let password = match &s.password {
-                Some(p) => cx.secret(p),
-                None => {
-                    missing(cx, &span, "password", "hysteria2");
-                    String::new()
-                }
-            };
-            let obfs = s.obfs.as_ref().map(|o| {
-                let o = o.get_ref();
-                if o.kind.get_ref() != "salamander" {
-                    cx.error(
-                        codes::INVALID_VALUE,
-                        o.kind.span(),
-                        format!(
-                            "unknown obfs type \"{}\" (expected \"salamander\")",
-                            o.kind.get_ref()
-                        ),
-                    );
-                }
-                etemenanki_ir::spec::Obfs::Salamander {
-                    psk: Secret(cx.secret(&o.password)),
-                }
-            });
             InboundProtocol::Hysteria2 {
                 tls,
-                password: Secret(password),
-                obfs,
+                passwords: passwords(cx, s, "hysteria2", &span),
+                obfs: super::outbound::obfs(cx, &s.obfs),
+                masquerade: web_server(cx, &s.masquerade, "masquerade"),
+                up_bps: bps(&s.up_mbps),
+                down_bps: bps(&s.down_mbps),
             }
         }
     };
@@ -330,6 +311,23 @@ fn accounts(cx: &mut Cx, s: &InboundSettings) -> Vec<Account> {
             }
         })
         .collect()
+}
+
+/// The users of a trojan or hysteria2 inbound: `password`, `passwords`, or
+/// both.
+fn passwords(cx: &mut Cx, s: &InboundSettings, protocol: &str, span: &Span) -> Vec<Secret> {
+    one_or_many(
+        cx,
+        &s.password,
+        &s.passwords,
+        "password",
+        "passwords",
+        protocol,
+        span,
+    )
+    .into_iter()
+    .map(Secret)
+    .collect()
 }
 
 /// A single `key` or a list `keys`, at least one value in all.

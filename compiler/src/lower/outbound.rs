@@ -461,7 +461,13 @@ pub(super) fn key_value(
     }
 }
 
-fn obfs(cx: &mut Cx, obfs: &Option<Spanned<ObfsConfig>>) -> Option<Obfs> {
+/// A hysteria2 `up_mbps` or `down_mbps` in bits per second; unset is 0.
+pub(super) fn bps(mbps: &Option<Spanned<u64>>) -> u64 {
+    mbps.as_ref()
+        .map_or(0, |m| m.get_ref().saturating_mul(1_000_000))
+}
+
+pub(super) fn obfs(cx: &mut Cx, obfs: &Option<Spanned<ObfsConfig>>) -> Option<Obfs> {
     let obfs = obfs.as_ref()?.get_ref();
     if obfs.kind.get_ref() != "salamander" {
         cx.error(
@@ -506,14 +512,8 @@ fn hysteria2(cx: &mut Cx, o: &Outbound, s: &OutboundSettings, span: Span) -> Hys
             .max_concurrent_streams
             .as_ref()
             .map_or(100, |m| *m.get_ref()),
-        up_bps: s
-            .up_mbps
-            .as_ref()
-            .map_or(0, |m| m.get_ref().saturating_mul(1_000_000)),
-        down_bps: s
-            .down_mbps
-            .as_ref()
-            .map_or(0, |m| m.get_ref().saturating_mul(1_000_000)),
+        up_bps: bps(&s.up_mbps),
+        down_bps: bps(&s.down_mbps),
         address_family: address_family(cx, o.address_family.as_ref()),
         server,
     }

@@ -432,18 +432,27 @@ pub(super) fn inbound(a: &InboundSpec, b: &InboundSpec) -> Vec<Change> {
         (
             P::Hysteria2 {
                 tls: ta,
-                password: a,
+                passwords: a,
                 obfs: oa,
+                masquerade: ma,
+                up_bps: ua,
+                down_bps: da,
             },
             P::Hysteria2 {
                 tls: tb,
-                password: b,
+                passwords: b,
                 obfs: ob,
+                masquerade: mb,
+                up_bps: ub,
+                down_bps: db,
             },
         ) => {
             server_tls(&mut f, Some(ta), Some(tb));
-            f.check("password", a, b);
+            f.check("passwords", a, b);
             f.check("obfs", oa, ob);
+            f.check("masquerade", ma, mb);
+            f.check("up_mbps", ua, ub);
+            f.check("down_mbps", da, db);
         }
         _ => {}
     }

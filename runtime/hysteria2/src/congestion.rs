@@ -203,6 +203,35 @@ pub fn send_rate(own_limit: u64, peer_rx: Option<u64>) -> u64 {
     }
 }
 
+/// What a server settles on when a client authenticates, all in bytes a
+/// second.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct ServerRates {
+    /// The rate it sends at: Brutal at this rate, or BBR for 0.
+    pub send: u64,
+    /// The receive rate it answers with in `Hysteria-CC-RX`: 0 for
+    /// unlimited.
+    pub receive: u64,
+}
+
+/// The server's side of the negotiation (PROTOCOL.md, "Congestion
+/// Control", and hysteria's server): a client that announced its receive
+/// rate is sent to at that rate, capped by `own_up`; one that announced 0
+/// does not know it, so the server runs congestion control (BBR) whatever
+/// its own limit. The server answers with `own_down`, its own receive
+/// limit, 0 meaning unlimited.
+pub fn server_rates(client_rx: u64, own_up: u64, own_down: u64) -> ServerRates {
+    let send = match (client_rx, own_up) {
+        (0, _) => 0,
+        (rx, 0) => rx,
+        (rx, up) => rx.min(up),
+    };
+    ServerRates {
+        send,
+        receive: own_down,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +276,33 @@ mod tests {
         assert_eq!(send_rate(100, Some(0)), 100, "unlimited: our own limit");
         assert_eq!(send_rate(100, Some(40)), 40);
         assert_eq!(send_rate(0, Some(40)), 0, "no limit of ours: BBR");
+    }
+
+    #[test]
+    fn the_server_sends_at_the_clients_rate_capped_by_its_own() {
+        let rates = |rx, up, down| {
+            let r = server_rates(rx, up, down);
+            (r.send, r.receive)
+        };
+        assert_eq!(rates(0, 0, 0), (0, 0), "nothing known: BBR, unlimited");
+        assert_eq!(
+            rates(0, 1000, 500),
+            (0, 500),
+            "the client does not know: BBR"
+        );
+        assert_eq!(rates(2000, 0, 0), (2000, 0), "no cap of ours");
+        assert_eq!(rates(2000, 1000, 0), (1000, 0), "capped by our up");
+        assert_eq!(rates(400, 1000, 300), (400, 300), "the client's is lower");
+    }
+
+    #[test]
+    fn a_client_of_our_server_sends_at_its_own_rate_capped_by_the_servers() {
+        // Both ends of the exchange: the client announces its down, the
+        // server answers its down, the client sends at min(its up, that).
+        let server = server_rates(125_000, 250_000, 62_500);
+        assert_eq!(server.send, 125_000);
+        assert_eq!(send_rate(100_000, Some(server.receive)), 62_500);
+        let unlimited = server_rates(125_000, 0, 0);
+        assert_eq!(send_rate(100_000, Some(unlimited.receive)), 100_000);
     }
 }

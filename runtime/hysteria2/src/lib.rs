@@ -10,6 +10,7 @@ pub mod auth;
 pub mod backoff;
 pub mod client;
 pub mod congestion;
+pub mod masquerade;
 pub mod salamander;
 pub mod server;
 mod stream;

@@ -1,6 +1,7 @@
 //! The server side: a QUIC endpoint on one UDP socket, the authentication
-//! of each connection (once, over HTTP/3; a wrong password is answered as
-//! an ordinary web server answers, 404), then proxy streams.
+//! of each connection (once, over HTTP/3; any other request, a wrong
+//! password's included, is answered as a web server would: see
+//! [`masquerade`](crate::masquerade)), then proxy streams.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,20 +11,23 @@ use bytes::Bytes;
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
 
-use crate::congestion::CongestionFactory;
+use crate::congestion::{server_rates, CongestionFactory};
 use crate::salamander::{Salamander, SalamanderSocket};
-use crate::{auth, tcp, transport, QuicStream};
+use crate::{auth, masquerade, tcp, transport, QuicStream};
 
 /// What the server accepts.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub passwords: Vec<String>,
     /// Whether UDP is relayed (announced in the authentication answer).
     pub udp: bool,
     /// Bits a second this side sends at most and receives at most; 0: no
-    /// limit (the client's announced rate, else BBR; "auto" for receive).
+    /// limit (see [`server_rates`](crate::congestion::server_rates)).
     pub up_bps: u64,
     pub down_bps: u64,
+    /// The web server a request that does not authenticate is relayed to;
+    /// `None` answers 404.
+    pub masquerade: Option<std::net::SocketAddr>,
 }
 
 /// A QUIC endpoint serving Hysteria 2 on one UDP socket. Each connection
@@ -92,6 +96,9 @@ impl Server {
 /// An authenticated connection.
 pub struct Session {
     quic: quinn::Connection,
+    /// The password it authenticated with.
+    password: String,
+    rates: crate::congestion::ServerRates,
     /// Kept: h3 closes the connection when it is dropped.
     _h3: h3::server::Connection<h3_quinn::Connection, Bytes>,
 }
@@ -101,9 +108,8 @@ fn h3_error(e: &dyn std::fmt::Display) -> io::Error {
 }
 
 /// Serves HTTP/3 on `quic` until a request authenticates; every other
-/// request is answered 404, as a web server without that page answers.
-/// `rate` is the connection's congestion rate, set from the client's
-/// announced receive rate.
+/// request is answered by the masquerade. `rate` is the connection's
+/// congestion rate, set from the client's announced receive rate.
 async fn authenticate(
     quic: quinn::Connection,
     config: &ServerConfig,
@@ -122,37 +128,36 @@ async fn authenticate(
         let (request, mut stream) = resolver.resolve_request().await.map_err(|e| h3_error(&e))?;
         let accepted = auth::parse_request(&request).filter(|a| config.passwords.contains(&a.auth));
         let Some(attempt) = accepted else {
-            let response = http::Response::builder()
-                .status(http::StatusCode::NOT_FOUND)
-                .body(())
-                .map_err(|e| h3_error(&e))?;
-            stream
-                .send_response(response)
-                .await
-                .map_err(|e| h3_error(&e))?;
-            stream.finish().await.map_err(|e| h3_error(&e))?;
+            let answered = tokio::time::timeout(
+                masquerade::REQUEST_TIMEOUT,
+                masquerade::answer(request, stream, config.masquerade),
+            )
+            .await;
+            match answered {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!("{e}"),
+                Err(_) => tracing::debug!("hysteria2: masquerade: the request timed out"),
+            }
             continue;
         };
-        // Brutal at the client's receive rate (capped by ours) when it
-        // announced one, else BBR, as hysteria's and sing-box's servers do.
-        let tx = match (attempt.rx, config.up_bps / 8) {
-            (0, _) => 0,
-            (rx, 0) => rx,
-            (rx, up) => rx.min(up),
-        };
-        rate.store(tx, Ordering::Relaxed);
+        let rates = server_rates(attempt.rx, config.up_bps / 8, config.down_bps / 8);
+        rate.store(rates.send, Ordering::Relaxed);
         let mut response = http::Response::builder()
             .status(http::StatusCode::from_u16(auth::STATUS_OK).map_err(|e| h3_error(&e))?)
             .body(())
             .map_err(|e| h3_error(&e))?;
-        let rx = (config.down_bps > 0).then_some(config.down_bps / 8);
-        *response.headers_mut() = auth::reply_headers(config.udp, rx);
+        *response.headers_mut() = auth::reply_headers(config.udp, Some(rates.receive));
         stream
             .send_response(response)
             .await
             .map_err(|e| h3_error(&e))?;
         stream.finish().await.map_err(|e| h3_error(&e))?;
-        return Ok(Session { quic, _h3: h3 });
+        return Ok(Session {
+            quic,
+            password: attempt.auth,
+            rates,
+            _h3: h3,
+        });
     }
 }
 
@@ -167,6 +172,16 @@ impl Session {
     /// The datagrams of this connection, for a UDP relay.
     pub fn connection(&self) -> &quinn::Connection {
         &self.quic
+    }
+
+    /// The password the client authenticated with.
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
+    /// The rates the authentication settled on.
+    pub fn rates(&self) -> crate::congestion::ServerRates {
+        self.rates
     }
 }
 
@@ -254,6 +269,13 @@ mod tests {
     /// A server on 127.0.0.1 that echoes every stream it accepts, refusing
     /// streams to port 9 with "closed port".
     fn serve(obfs: Option<Salamander>) -> std::net::SocketAddr {
+        serve_masquerading(obfs, None)
+    }
+
+    fn serve_masquerading(
+        obfs: Option<Salamander>,
+        masquerade: Option<std::net::SocketAddr>,
+    ) -> std::net::SocketAddr {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = socket.local_addr().unwrap();
         let server = Arc::new(Server::bind(socket, tls_server(), obfs).unwrap());
@@ -262,6 +284,7 @@ mod tests {
             udp: true,
             up_bps: 0,
             down_bps: 0,
+            masquerade,
         };
         tokio::spawn(async move {
             while let Some(incoming) = server.accept().await {
@@ -375,5 +398,142 @@ mod tests {
             err.to_string(),
             "hysteria2: authentication failed: the server answered 404"
         );
+    }
+
+    /// A web server of the test's own: it reads one request head, hands it
+    /// to the test, and answers `answer`.
+    async fn web_server(
+        answer: &'static [u8],
+    ) -> (std::net::SocketAddr, tokio::sync::mpsc::Receiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (heads, seen) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            for _ in 0..4 {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                    if conn.read(&mut byte).await.unwrap_or(0) == 0 {
+                        break;
+                    }
+                    head.push(byte[0]);
+                }
+                let _ = heads
+                    .send(String::from_utf8_lossy(&head).into_owned())
+                    .await;
+                let _ = conn.write_all(answer).await;
+                let _ = conn.shutdown().await;
+            }
+        });
+        (addr, seen)
+    }
+
+    /// Sends `request` over plain HTTP/3 to `server`: the status, the
+    /// headers and the body it got.
+    async fn h3_request(
+        server: std::net::SocketAddr,
+        request: http::Request<()>,
+    ) -> (http::StatusCode, http::HeaderMap, Vec<u8>) {
+        use bytes::Buf;
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tls = tls::client_config(&Verify::Insecure, &["h3".into()]).unwrap();
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        let quic = endpoint
+            .connect(server, "localhost")
+            .unwrap()
+            .await
+            .unwrap();
+        let (mut driver, mut h3) = h3::client::new(h3_quinn::Connection::new(quic))
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            let _closed = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        let mut stream = h3.send_request(request).await.unwrap();
+        stream.finish().await.unwrap();
+        let response = stream.recv_response().await.unwrap();
+        let mut body = Vec::new();
+        while let Some(mut data) = stream.recv_data().await.unwrap() {
+            while data.has_remaining() {
+                let chunk = data.chunk();
+                body.extend_from_slice(chunk);
+                let n = chunk.len();
+                data.advance(n);
+            }
+        }
+        (response.status(), response.headers().clone(), body)
+    }
+
+    #[tokio::test]
+    async fn a_wrong_password_gets_the_masquerades_page() {
+        let page: &[u8] = b"HTTP/1.1 200 OK\r\nServer: tiny\r\nConnection: close\r\nContent-Length: 19\r\n\r\n<h1>it works!</h1>\n";
+        let (web, mut heads) = web_server(page).await;
+        let server = serve_masquerading(None, Some(web));
+        let wrong = auth::request("wrong", 0).unwrap();
+        let (status, headers, body) = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            h3_request(server, wrong),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, http::StatusCode::OK);
+        assert_eq!(body, b"<h1>it works!</h1>\n");
+        assert_eq!(headers["server"], "tiny");
+        assert!(!headers.contains_key("connection"));
+        let head = heads.recv().await.unwrap();
+        assert!(
+            head.starts_with("POST /auth HTTP/1.1\r\nHost: hysteria\r\n"),
+            "{head}"
+        );
+
+        // Our client, refused the same way, fails as against any web server.
+        let err = dial(server, &client_config("wrong", None))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "hysteria2: authentication failed: the server answered 200"
+        );
+    }
+
+    #[tokio::test]
+    async fn any_other_request_is_relayed_too_chunked_answers_included() {
+        let page: &[u8] =
+            b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nnope\r\n0\r\n\r\n";
+        let (web, mut heads) = web_server(page).await;
+        let server = serve_masquerading(None, Some(web));
+        let get = http::Request::get("https://example.com/robots.txt")
+            .body(())
+            .unwrap();
+        let (status, _, body) = h3_request(server, get).await;
+        assert_eq!(
+            (status, body.as_slice()),
+            (http::StatusCode::NOT_FOUND, &b"nope"[..])
+        );
+        let head = heads.recv().await.unwrap();
+        assert!(
+            head.starts_with("GET /robots.txt HTTP/1.1\r\nHost: example.com\r\n"),
+            "{head}"
+        );
+        // The right password still authenticates on the same server.
+        let connection = Arc::new(dial(server, &client_config(PASSWORD, None)).await.unwrap());
+        echo_through(&connection).await;
+    }
+
+    #[tokio::test]
+    async fn a_masquerade_that_is_down_is_a_502() {
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let web = gone.local_addr().unwrap();
+        drop(gone);
+        let server = serve_masquerading(None, Some(web));
+        let get = http::Request::get("https://example.com/").body(()).unwrap();
+        let (status, _, body) = h3_request(server, get).await;
+        assert_eq!(status, http::StatusCode::BAD_GATEWAY);
+        assert!(body.is_empty());
     }
 }

@@ -29,7 +29,8 @@ impl<K> QuicStream<K> {
         QuicStream {
             send,
             recv,
-            ahead,
+            // Nothing came ahead: hold no storage for the stream's life.
+            ahead: if ahead.is_empty() { Vec::new() } else { ahead },
             at: 0,
             _keep: keep,
         }

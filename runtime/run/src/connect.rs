@@ -39,11 +39,12 @@ pub async fn open_stream(
     inbound_tag: &str,
     flow: &Flow,
 ) -> io::Result<Opened> {
-    let (outbound, resolved) = route_stream(plane, inbound_tag, flow).await?;
+    // Routing and dialing resolve names, whose futures are kilobytes: on
+    // the heap while they run, not in every connection's task for its
+    // whole life.
+    let (outbound, resolved) = Box::pin(route_stream(plane, inbound_tag, flow)).await?;
     let guard = outbound.drain.guard();
-    let stream = outbound
-        .connect_stream(&flow.destination, resolved.as_deref())
-        .await?;
+    let stream = Box::pin(outbound.connect_stream(&flow.destination, resolved.as_deref())).await?;
     Ok(Opened {
         stream,
         guard,

@@ -196,6 +196,9 @@ const INBOUND: &[(&str, Shape)] = &[
     ("users", Setting),
     ("obfs", Block),
     ("fallback", Setting),
+    ("masquerade", Setting),
+    ("up_mbps", Setting),
+    ("down_mbps", Setting),
     ("tls", Block),
     ("ws", Block),
     ("grpc", Block),
@@ -258,6 +261,9 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
         users: take_secrets(cx, &f, "users"),
         obfs: f.block("obfs").and_then(|b| obfs(cx, b)),
         fallback: take(cx, &f, "fallback", |cx, v| cx.socket_addr_text(v)),
+        masquerade: take(cx, &f, "masquerade", |cx, v| cx.socket_addr_text(v)),
+        up_mbps: take(cx, &f, "up_mbps", |cx, v| cx.uint::<u64>(v)),
+        down_mbps: take(cx, &f, "down_mbps", |cx, v| cx.uint::<u64>(v)),
     };
     let has_settings = [
         "udp",
@@ -271,6 +277,9 @@ fn inbound(cx: &mut Cx<'_>, statement: Pair<'_, Rule>) -> Option<Spanned<Inbound
         "users",
         "obfs",
         "fallback",
+        "masquerade",
+        "up_mbps",
+        "down_mbps",
     ]
     .iter()
     .any(|k| f.key_span(k).is_some());

@@ -20,7 +20,7 @@ use bytes::{Bytes, BytesMut};
 use etemenanki_hysteria2::server::{Pending, Server, ServerConfig, ServerStream};
 use etemenanki_hysteria2::udp::{self, Defragger, Message};
 use etemenanki_hysteria2::{tls, Salamander};
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, Obfs};
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, Obfs, Secret};
 use etemenanki_proto::Address;
 use etemenanki_transport::Acceptor;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::admission::Admission;
-use super::{Handoff, Inbound, Serve, Shared, TCP};
+use super::{Handoff, Inbound, Member, Serve, Shared, TCP};
 use crate::connect::{open_stream, Flow};
 use crate::dial::Dialer;
 use crate::fanout::FanOut;
@@ -38,7 +38,23 @@ use crate::relay::{relay, Ended, Relayed};
 /// A bound QUIC server, not accepting yet.
 pub struct Listener {
     server: Server,
-    config: ServerConfig,
+}
+
+/// What a hysteria2 server accepts: built again by a reload that changes
+/// only its users (the inbound's `with_users`).
+pub(super) fn config(
+    passwords: &[Secret],
+    masquerade: Option<SocketAddr>,
+    up_bps: u64,
+    down_bps: u64,
+) -> Arc<ServerConfig> {
+    Arc::new(ServerConfig {
+        passwords: passwords.iter().map(|p| p.expose().clone()).collect(),
+        udp: true,
+        up_bps,
+        down_bps,
+        masquerade,
+    })
 }
 
 fn bind_udp(addr: SocketAddr) -> io::Result<Socket> {
@@ -65,8 +81,8 @@ pub(super) fn bind(
 ) -> io::Result<Inbound> {
     let InboundProtocol::Hysteria2 {
         tls: server_tls,
-        password,
         obfs,
+        ..
     } = &spec.protocol
     else {
         return Err(io::Error::other("not a hysteria2 inbound"));
@@ -89,17 +105,11 @@ pub(super) fn bind(
         None => bind_udp(spec.listen)?,
     };
     let server = Server::bind(std::net::UdpSocket::from(socket.try_clone()?), tls, obfs)?;
-    let config = ServerConfig {
-        passwords: vec![password.expose().clone()],
-        udp: true,
-        up_bps: 0,
-        down_bps: 0,
-    };
     let shared = Arc::new(Shared {
         tag: spec.tag.as_str().into(),
         spec: spec.clone(),
         accounts: Vec::new(),
-        serve: ArcSwap::from_pointee(Serve::Hysteria2),
+        serve: ArcSwap::from_pointee(Serve::build(&spec.protocol)?.0),
         users_changed: watch::channel(()).0,
         acceptor: Acceptor::build(&TCP, None)?,
         admission: Admission::new(&limits.load()),
@@ -112,7 +122,7 @@ pub(super) fn bind(
         listen: spec.listen,
         listener: None,
         udp: None,
-        quic: Some(Listener { server, config }),
+        quic: Some(Listener { server }),
         shared,
         accept: None,
         udp_task: None,
@@ -142,10 +152,17 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
         let (listener, shared, mut stop) = (listener.clone(), shared.clone(), stop.clone());
         tokio::spawn(async move {
             let limit = shared.limits.load().handshake_timeout;
+            // The users current when the connection starts.
+            let Serve::Hysteria2(config) = &**shared.serve.load() else {
+                return;
+            };
+            let config = config.clone();
             let authenticated = tokio::select! {
                 biased;
                 _ = stop.changed() => return,
-                done = tokio::time::timeout(limit, listener.server.handshake(incoming, &listener.config)) => done,
+                // On the heap: QUIC's and HTTP/3's handshakes are
+                // kilobytes the connection's task need not keep.
+                done = tokio::time::timeout(limit, Box::pin(listener.server.handshake(incoming, &config))) => done,
             };
             drop(handshake);
             let connection = match authenticated {
@@ -162,16 +179,35 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
                     return;
                 }
             };
+            let rates = connection.rates();
+            let sending = match rates.send {
+                0 => "BBR".to_owned(),
+                rate => format!("Brutal at {rate} bytes/s"),
+            };
+            let receiving = match rates.receive {
+                0 => "no receive limit".to_owned(),
+                rate => format!("a receive limit of {rate} bytes/s"),
+            };
+            tracing::debug!(
+                "hysteria2 connection from {peer} authenticated: sending with {sending}, announcing {receiving}"
+            );
             let udp = tokio::spawn(relay_udp(
                 shared.clone(),
                 connection.connection().clone(),
                 peer,
             ));
             let _udp = AbortOnDrop(udp);
+            let member = Member::Hysteria2(connection.password().to_owned());
+            let mut removed = std::pin::pin!(shared.removed(&member));
             loop {
                 let pending = tokio::select! {
                     biased;
                     _ = stop.changed() => return,
+                    _ = &mut removed => {
+                        tracing::debug!("hysteria2 connection from {peer} ended: its user was removed");
+                        connection.connection().close(0u32.into(), b"");
+                        return;
+                    }
                     pending = connection.accept() => pending,
                 };
                 let Some(pending) = pending else { break };

@@ -52,7 +52,7 @@ enum Serve {
     },
     Http,
     /// QUIC on a UDP socket: served by hysteria2.rs, never by the TCP loop.
-    Hysteria2,
+    Hysteria2(Arc<etemenanki_hysteria2::server::ServerConfig>),
     Trojan {
         users: Arc<trojan::server::Users>,
         fallback: Option<SocketAddr>,
@@ -150,7 +150,16 @@ impl Serve {
             }
             InboundProtocol::Dns => (Serve::Dns, &TCP, None),
             // Bound by hysteria2.rs, on QUIC: its TCP side serves nothing.
-            InboundProtocol::Hysteria2 { .. } => (Serve::Hysteria2, &TCP, None),
+            InboundProtocol::Hysteria2 {
+                passwords,
+                masquerade,
+                up_bps,
+                down_bps,
+                ..
+            } => {
+                let config = hysteria2::config(passwords, *masquerade, *up_bps, *down_bps);
+                (Serve::Hysteria2(config), &TCP, None)
+            }
         })
     }
 }
@@ -177,6 +186,9 @@ impl Serve {
             (Serve::Vless { users, .. }, Member::Vless(id)) => users.knows(id),
             (Serve::Vmess { users, .. }, Member::Vmess(key)) => users.knows(key),
             (Serve::Ss2022 { users, .. }, Member::Ss2022(identity)) => users.knows(identity),
+            (Serve::Hysteria2(config), Member::Hysteria2(password)) => {
+                config.passwords.contains(password)
+            }
             _ => false,
         }
     }
@@ -192,6 +204,8 @@ pub enum Member {
     Vmess([u8; 16]),
     /// The hash its identity headers carry.
     Ss2022([u8; 16]),
+    /// The password it authenticated with.
+    Hysteria2(String),
 }
 
 impl Shared {
@@ -545,55 +559,73 @@ async fn serve_stream(
     handshake: Handshaking,
 ) -> io::Result<()> {
     let serve = shared.serve.load_full();
+    // Each protocol's future on the heap: a connection's task is as large
+    // as its own protocol's path, not the largest of them all.
     match &*serve {
-        Serve::Socks { udp } => socks::serve(shared, client, peer, handshake, *udp).await,
-        Serve::Http => http::serve(shared, client, peer, handshake).await,
+        Serve::Socks { udp } => Box::pin(socks::serve(shared, client, peer, handshake, *udp)).await,
+        Serve::Http => Box::pin(http::serve(shared, client, peer, handshake)).await,
         // No handshake to bound: the permit goes back at once.
         Serve::Dns => {
             drop(handshake);
             dns::serve_tcp(shared, client).await
         }
-        Serve::Hysteria2 => Err(io::Error::new(
+        Serve::Hysteria2(_) => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "hysteria2 accepts no tcp connection",
         )),
         Serve::Trojan { users, fallback } => {
-            proxy::trojan(shared, client, peer, handshake, users.clone(), *fallback).await
+            Box::pin(proxy::trojan(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                *fallback,
+            ))
+            .await
         }
         Serve::Vless { users, fallback } => {
-            proxy::vless(shared, client, peer, handshake, users.clone(), *fallback).await
+            Box::pin(proxy::vless(
+                shared,
+                client,
+                peer,
+                handshake,
+                users.clone(),
+                *fallback,
+            ))
+            .await
         }
         Serve::Vmess { users, replay } => {
-            proxy::vmess(
+            Box::pin(proxy::vmess(
                 shared,
                 client,
                 peer,
                 handshake,
                 users.clone(),
                 replay.clone(),
-            )
+            ))
             .await
         }
         Serve::Shadowsocks { master, salts } => {
-            proxy::shadowsocks(
+            Box::pin(proxy::shadowsocks(
                 shared,
                 client,
                 peer,
                 handshake,
                 master.clone(),
                 salts.clone(),
-            )
+            ))
             .await
         }
         Serve::Ss2022 { users, salts } => {
-            proxy::ss2022(
+            Box::pin(proxy::ss2022(
                 shared,
                 client,
                 peer,
                 handshake,
                 users.clone(),
                 salts.clone(),
-            )
+            ))
             .await
         }
     }
