@@ -14,8 +14,8 @@ use etemenanki_ir::spec::{ServerTls, TlsSpec, Verify};
 use openssl::error::ErrorStack;
 use openssl::pkey::PKey;
 use openssl::ssl::{
-    self, AlpnError, ErrorCode, Ssl, SslAcceptor, SslConnector, SslMethod, SslVerifyMode,
-    SslVersion,
+    self, AlpnError, ErrorCode, Ssl, SslAcceptor, SslConnector, SslContextBuilder, SslMethod,
+    SslVerifyMode, SslVersion,
 };
 use openssl::x509::{X509VerifyResult, X509};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -23,6 +23,23 @@ use tokio_openssl::SslStream;
 
 /// The oldest protocol version either side speaks.
 const MIN_VERSION: SslVersion = SslVersion::TLS1_2;
+
+/// The TLS 1.3 suites a client offers, fastest first where the CPU has
+/// AES instructions (as Go's client orders them): AES-128-GCM does four
+/// rounds fewer a block than AES-256-GCM, and OpenSSL's server takes the
+/// client's order.
+const CLIENT_SUITES: &str =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+
+/// What both sides set on their context for the data path. Read-ahead
+/// lets one read of the socket take a whole record and the start of the
+/// next, where OpenSSL otherwise reads each record's 5-byte header and its
+/// body apart: one system call a record instead of two. The context's
+/// builder already releases a connection's record buffers while it is
+/// idle (`SslMode::RELEASE_BUFFERS`, set by the openssl crate).
+fn tune(builder: &mut SslContextBuilder) {
+    builder.set_read_ahead(true);
+}
 
 /// The client side: an `SslConnector` configured from a [`TlsSpec`], and the
 /// name every handshake sends as SNI and checks the certificate against.
@@ -44,6 +61,10 @@ impl TlsConnector {
         builder
             .set_min_proto_version(Some(MIN_VERSION))
             .map_err(openssl_error)?;
+        builder
+            .set_ciphersuites(CLIENT_SUITES)
+            .map_err(openssl_error)?;
+        tune(&mut builder);
         let verify = match &spec.verify {
             Verify::System => true,
             Verify::CustomCa { pem, .. } => {
@@ -139,6 +160,7 @@ impl TlsAcceptor {
         builder
             .set_min_proto_version(Some(MIN_VERSION))
             .map_err(openssl_error)?;
+        tune(&mut builder);
         let mut chain = X509::stack_from_pem(&tls.cert_pem)
             .map_err(|e| {
                 invalid(format!(
@@ -422,6 +444,51 @@ pub(crate) mod tests {
             Ok(tls.ssl().selected_alpn_protocol().map(<[u8]>::to_vec))
         };
         tokio::join!(serve, dial)
+    }
+
+    #[tokio::test]
+    async fn records_read_ahead_arrive_whole_and_aes_128_gcm_is_chosen() {
+        let pki = pki();
+        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
+        let connector =
+            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Writes of many sizes, so records of many sizes follow each other
+        // and a read ahead ends anywhere in one.
+        let bytes: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let serve = async {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let mut got = Vec::new();
+            tls.read_to_end(&mut got).await.unwrap();
+            tls.shutdown().await.unwrap();
+            got
+        };
+        let dial = async {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let mut tls = connector.connect(tcp).await.unwrap();
+            let cipher = tls.ssl().current_cipher().map(|c| c.name());
+            let mut at = 0;
+            for size in [1, 5, 100, 16 * 1024, 16 * 1024 + 1, 70_000].iter().cycle() {
+                let end = (at + size).min(bytes.len());
+                tls.write_all(&bytes[at..end]).await.unwrap();
+                at = end;
+                if at == bytes.len() {
+                    break;
+                }
+            }
+            tls.shutdown().await.unwrap();
+            // Open until the server has read everything: a socket closed
+            // with the server's session tickets unread would reset the
+            // connection under the bytes still on their way.
+            let mut rest = Vec::new();
+            tls.read_to_end(&mut rest).await.unwrap();
+            cipher
+        };
+        let (got, cipher) = tokio::join!(serve, dial);
+        assert!(got == bytes, "the bytes arrived changed");
+        assert_eq!(cipher, Some("TLS_AES_128_GCM_SHA256"));
     }
 
     #[tokio::test]
