@@ -102,6 +102,22 @@ pub trait StreamCodec {
     fn finish(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// What this direction sends when the writer shuts it down, sealed as
+    /// [`StreamCodec::seal`] seals a frame of no payload (`buf` has
+    /// HEADROOM and TAILROOM bytes): VMess's empty chunk, or a Shadowsocks
+    /// 2022 server's response header that no payload carried yet. Returns
+    /// the range of `buf` to send before the stream's own end; most
+    /// framings send nothing.
+    fn seal_end(&mut self, _buf: &mut [u8]) -> io::Result<Range<usize>> {
+        Ok(0..0)
+    }
+
+    /// Whether the frame just opened ended the peer's direction (VMess's
+    /// empty chunk): nothing after it is read.
+    fn ended(&self) -> bool {
+        false
+    }
 }
 
 /// One packet [`DatagramCodec::open_from`] opened.

@@ -14,6 +14,14 @@
 //!   their payloads are handed out in order. A frame that cannot fit the
 //!   buffer fails the stream: `upstream frame larger than the client
 //!   runtime's buffer`.
+//! - Relaying: the relay reads straight into the write buffer behind the
+//!   headroom ([`Framed::poll_fill_from`]) and writes payload straight out
+//!   of the read buffer ([`Framed::poll_drain_into`]), so a frame costs one
+//!   read and one write and no copy through a buffer of the relay's.
+//! - Ends: a shutdown first sends what the codec ends a direction with
+//!   (VMess's empty chunk, a Shadowsocks 2022 server's header that no
+//!   payload carried); a frame the codec says ended the peer's direction
+//!   reads as the end of the stream.
 
 use std::io;
 use std::ops::Range;
@@ -39,6 +47,10 @@ pub struct Framed<S, C, const BUF: usize> {
     payload: Range<usize>,
     /// The upstream ended its stream.
     eof: bool,
+    /// The codec opened the peer's end of stream.
+    ended: bool,
+    /// What the codec ends our direction with was sealed.
+    end_sealed: bool,
 }
 
 fn too_large() -> io::Error {
@@ -68,6 +80,8 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
             filled: 0,
             payload: 0..0,
             eof: false,
+            ended: false,
+            end_sealed: false,
         };
         if !ahead.is_empty() {
             let mut buf = buffers::take(BUF);
@@ -85,10 +99,10 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
     pub fn with_header(inner: S, codec: C, ahead: &[u8], header: &[u8]) -> Self {
         let mut framed = Self::new(inner, codec, ahead);
         if !header.is_empty() {
-            let mut buf = buffers::take(BUF.max(header.len()));
-            buf[..header.len()].copy_from_slice(header);
+            // A buffer of the header's own size: it may wait for the first
+            // payload or the end, and an idle stream holds no frame buffer.
             framed.staged = 0..header.len();
-            framed.write = Some(buf);
+            framed.write = Some(header.into());
         }
         framed
     }
@@ -102,7 +116,7 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
     fn release_read(&mut self) {
         if self.at == self.filled && self.payload.is_empty() {
             if let Some(buf) = self.read.take() {
-                buffers::give(buf);
+                Self::spare(buf);
             }
             self.at = 0;
             self.filled = 0;
@@ -110,9 +124,27 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
     }
 }
 
+impl<S, C, const BUF: usize> Framed<S, C, BUF> {
+    /// Gives a frame buffer back to the thread's spares; a header's own
+    /// buffer is freed.
+    fn spare(buf: Box<[u8]>) {
+        if buf.len() == BUF {
+            buffers::give(buf);
+        }
+    }
+
+    /// The write buffer, or a spare one: a frame buffer, never a header's.
+    fn write_buf(&mut self) -> Box<[u8]> {
+        self.write
+            .take()
+            .filter(|buf| buf.len() >= BUF)
+            .unwrap_or_else(|| buffers::take(BUF))
+    }
+}
+
 impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C, BUF> {
-    /// Writes the sealed bytes out; gives the buffer back once they are.
-    fn poll_staged(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// Writes the sealed bytes out, keeping the buffer for the caller.
+    fn poll_staged_keep(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.staged.is_empty() {
             let Some(buf) = &self.write else { break };
             let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &buf[self.staged.clone()]))?;
@@ -121,10 +153,176 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
             }
             self.staged.start += n;
         }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Writes the sealed bytes out; gives the buffer back once they are.
+    fn poll_staged(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_staged_keep(cx))?;
         if let Some(buf) = self.write.take() {
-            buffers::give(buf);
+            Self::spare(buf);
         }
         Poll::Ready(Ok(()))
+    }
+
+    /// Stages `sealed`, the frames `seal` laid in `buf`, and starts sending
+    /// them; what does not go now is sent by the next write or flush, and
+    /// the buffer is a spare again once all of it went.
+    fn stage(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: Box<[u8]>,
+        sealed: Range<usize>,
+    ) -> io::Result<()> {
+        self.write = Some(buf);
+        self.staged = sealed;
+        match self.poll_staged(cx) {
+            Poll::Ready(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads once from `from` straight behind the codec's headroom in the
+    /// write buffer, seals what came where it lies and starts sending it:
+    /// the relay's way in, one read and one write a frame with no copy
+    /// between. `Ready(Ok(0))` is `from`'s end of stream.
+    pub fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_staged_keep(cx))?;
+        let mut buf = self.write_buf();
+        let room = (BUF - C::HEADROOM - C::TAILROOM).min(C::MAX_PAYLOAD);
+        let mut read = ReadBuf::new(&mut buf[C::HEADROOM..C::HEADROOM + room]);
+        let n = match Pin::new(from).poll_read(cx, &mut read) {
+            Poll::Ready(Ok(())) => read.filled().len(),
+            other => {
+                // Nothing to carry: an idle direction holds no buffer.
+                Self::spare(buf);
+                return other.map(|done| done.map(|()| 0));
+            }
+        };
+        if n == 0 {
+            Self::spare(buf);
+            return Poll::Ready(Ok(0));
+        }
+        match self.codec.seal(&mut buf, n) {
+            Ok(sealed) if !sealed.is_empty() && sealed.end <= BUF => {
+                Poll::Ready(self.stage(cx, buf, sealed).map(|()| n))
+            }
+            sealed => {
+                Self::spare(buf);
+                Poll::Ready(Err(sealed.err().unwrap_or_else(impossible_seal)))
+            }
+        }
+    }
+}
+
+fn impossible_seal() -> io::Error {
+    io::Error::other("codec sealed an impossible byte count")
+}
+
+impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C, BUF> {
+    /// Reads and opens frames until `payload` holds bytes to hand out:
+    /// `Ready(Ok(true))` when it does, `Ready(Ok(false))` at the end of the
+    /// stream.
+    fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        loop {
+            if !self.payload.is_empty() {
+                return Poll::Ready(Ok(true));
+            }
+            if self.ended {
+                self.release_read();
+                return Poll::Ready(Ok(false));
+            }
+            if self.at < self.filled {
+                let Some(buf) = &mut self.read else { break };
+                match self.codec.open(&mut buf[self.at..self.filled])? {
+                    Opened::Frame { consumed, payload } => {
+                        if consumed == 0 || consumed > self.filled - self.at {
+                            return Poll::Ready(Err(io::Error::other(
+                                "codec opened an impossible frame",
+                            )));
+                        }
+                        self.payload = self.at + payload.start..self.at + payload.end;
+                        self.at += consumed;
+                        if self.payload.is_empty() && self.codec.ended() {
+                            // The peer's end of stream: what follows is not read.
+                            self.ended = true;
+                            self.at = self.filled;
+                        }
+                        continue;
+                    }
+                    Opened::NeedMore { needed } if needed > BUF => {
+                        return Poll::Ready(Err(too_large()));
+                    }
+                    Opened::NeedMore { needed } => {
+                        if self.at + needed > BUF {
+                            // Move the partial frame to the front to make room.
+                            buf.copy_within(self.at..self.filled, 0);
+                            self.filled -= self.at;
+                            self.at = 0;
+                        }
+                    }
+                }
+            }
+            if self.eof {
+                return if self.at < self.filled {
+                    Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "upstream closed inside a frame",
+                    )))
+                } else {
+                    Poll::Ready(self.codec.finish().map(|()| false))
+                };
+            }
+            if self.filled == BUF {
+                // A codec that wants more than a full buffer said so above.
+                return Poll::Ready(Err(too_large()));
+            }
+            let buf = self.read.get_or_insert_with(|| buffers::take(BUF));
+            let mut read = ReadBuf::new(&mut buf[self.filled..]);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        self.eof = true;
+                    }
+                    self.filled += n;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    self.release_read();
+                    return Poll::Pending;
+                }
+            }
+        }
+        Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")))
+    }
+
+    /// Writes opened payload straight from the read buffer to `to`, opening
+    /// the next frames first when none is left: the relay's way out, with
+    /// no copy into a buffer of its own. `Ready(Ok(0))` is the end of the
+    /// stream.
+    pub fn poll_drain_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut (dyn AsyncWrite + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        if !ready!(self.poll_payload(cx))? {
+            return Poll::Ready(Ok(0));
+        }
+        let Some(buf) = &self.read else {
+            return Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")));
+        };
+        let n = ready!(Pin::new(to).poll_write(cx, &buf[self.payload.clone()]))?;
+        if n == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        self.payload.start += n;
+        self.release_read();
+        Poll::Ready(Ok(n))
     }
 }
 
@@ -137,73 +335,17 @@ impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncRead
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        loop {
-            if !this.payload.is_empty() {
-                let Some(buf) = &this.read else { break };
-                let n = this.payload.len().min(out.remaining());
-                out.put_slice(&buf[this.payload.start..this.payload.start + n]);
-                this.payload.start += n;
-                this.release_read();
-                return Poll::Ready(Ok(()));
-            }
-            if this.at < this.filled {
-                let Some(buf) = &mut this.read else { break };
-                match this.codec.open(&mut buf[this.at..this.filled])? {
-                    Opened::Frame { consumed, payload } => {
-                        if consumed == 0 || consumed > this.filled - this.at {
-                            return Poll::Ready(Err(io::Error::other(
-                                "codec opened an impossible frame",
-                            )));
-                        }
-                        this.payload = this.at + payload.start..this.at + payload.end;
-                        this.at += consumed;
-                        continue;
-                    }
-                    Opened::NeedMore { needed } if needed > BUF => {
-                        return Poll::Ready(Err(too_large()));
-                    }
-                    Opened::NeedMore { needed } => {
-                        if this.at + needed > BUF {
-                            // Move the partial frame to the front to make room.
-                            buf.copy_within(this.at..this.filled, 0);
-                            this.filled -= this.at;
-                            this.at = 0;
-                        }
-                    }
-                }
-            }
-            if this.eof {
-                return if this.at < this.filled {
-                    Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "upstream closed inside a frame",
-                    )))
-                } else {
-                    Poll::Ready(this.codec.finish())
-                };
-            }
-            if this.filled == BUF {
-                // A codec that wants more than a full buffer said so above.
-                return Poll::Ready(Err(too_large()));
-            }
-            let buf = this.read.get_or_insert_with(|| buffers::take(BUF));
-            let mut read = ReadBuf::new(&mut buf[this.filled..]);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
-                Poll::Ready(Ok(())) => {
-                    let n = read.filled().len();
-                    if n == 0 {
-                        this.eof = true;
-                    }
-                    this.filled += n;
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => {
-                    this.release_read();
-                    return Poll::Pending;
-                }
-            }
+        if !ready!(this.poll_payload(cx))? {
+            return Poll::Ready(Ok(()));
         }
-        Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")))
+        let Some(buf) = &this.read else {
+            return Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")));
+        };
+        let n = this.payload.len().min(out.remaining());
+        out.put_slice(&buf[this.payload.start..this.payload.start + n]);
+        this.payload.start += n;
+        this.release_read();
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -216,27 +358,18 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncWrite
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        ready!(this.poll_staged(cx))?;
+        ready!(this.poll_staged_keep(cx))?;
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let mut buf = buffers::take(BUF);
-        let sealed = match seal_frames(&mut this.codec, &mut buf, data) {
-            Ok(sealed) => sealed,
+        let mut buf = this.write_buf();
+        match seal_frames(&mut this.codec, &mut buf, data) {
+            Ok((sealed, n)) => Poll::Ready(this.stage(cx, buf, sealed).map(|()| n)),
             Err(e) => {
-                buffers::give(buf);
-                return Poll::Ready(Err(e));
+                Self::spare(buf);
+                Poll::Ready(Err(e))
             }
-        };
-        let (sealed, n) = sealed;
-        this.write = Some(buf);
-        this.staged = sealed;
-        // Start sending now; what does not go is sent by the next write or
-        // flush.
-        if let Poll::Ready(Err(e)) = this.poll_staged(cx) {
-            return Poll::Ready(Err(e));
         }
-        Poll::Ready(Ok(n))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -245,8 +378,25 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncWrite
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
+    /// Sends what the codec ends a direction with (VMess's empty chunk,
+    /// a Shadowsocks 2022 server's header), then shuts the stream down.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        ready!(this.poll_staged_keep(cx))?;
+        if !this.end_sealed {
+            this.end_sealed = true;
+            let mut buf = this.write_buf();
+            match this.codec.seal_end(&mut buf) {
+                Ok(sealed) if sealed.is_empty() => Self::spare(buf),
+                Ok(sealed) if sealed.end <= BUF => {
+                    this.stage(cx, buf, sealed)?;
+                }
+                sealed => {
+                    Self::spare(buf);
+                    return Poll::Ready(Err(sealed.err().unwrap_or_else(impossible_seal)));
+                }
+            }
+        }
         ready!(this.poll_staged(cx))?;
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
@@ -263,7 +413,6 @@ fn seal_frames<C: StreamCodec>(
     buf: &mut [u8],
     data: &[u8],
 ) -> io::Result<(Range<usize>, usize)> {
-    let impossible = || io::Error::other("codec sealed an impossible byte count");
     let mut frames: Option<Range<usize>> = None;
     let mut taken = 0;
     while taken < data.len() {
@@ -276,7 +425,7 @@ fn seal_frames<C: StreamCodec>(
         slice[C::HEADROOM..C::HEADROOM + n].copy_from_slice(&data[taken..taken + n]);
         let sealed = codec.seal(slice, n)?;
         if sealed.is_empty() || sealed.end > slice.len() {
-            return Err(impossible());
+            return Err(impossible_seal());
         }
         taken += n;
         frames = Some(match frames {
@@ -287,13 +436,13 @@ fn seal_frames<C: StreamCodec>(
             }
         });
     }
-    frames.map(|f| (f, taken)).ok_or_else(impossible)
+    frames.map(|f| (f, taken)).ok_or_else(impossible_seal)
 }
 
 impl<S, C, const BUF: usize> Drop for Framed<S, C, BUF> {
     fn drop(&mut self) {
         for buf in [self.write.take(), self.read.take()].into_iter().flatten() {
-            buffers::give(buf);
+            Self::spare(buf);
         }
     }
 }
@@ -305,8 +454,11 @@ mod tests {
 
     /// A toy framing, enough to drive the runtime: a two-byte length in
     /// front of each payload, every payload byte XORed with 0x5a, and a
-    /// one-byte 0xee trailer.
-    struct Xor;
+    /// one-byte 0xee trailer; a frame of no payload ends a direction.
+    #[derive(Default)]
+    struct Xor {
+        ended: bool,
+    }
 
     impl StreamCodec for Xor {
         const HEADROOM: usize = 2;
@@ -336,10 +488,19 @@ mod tests {
             for b in &mut buf[2..2 + len] {
                 *b ^= 0x5a;
             }
+            self.ended = len == 0;
             Ok(Opened::Frame {
                 consumed: len + 3,
                 payload: 2..2 + len,
             })
+        }
+
+        fn seal_end(&mut self, buf: &mut [u8]) -> io::Result<Range<usize>> {
+            self.seal(buf, 0)
+        }
+
+        fn ended(&self) -> bool {
+            self.ended
         }
     }
 
@@ -351,8 +512,8 @@ mod tests {
     async fn framed_ends_carry_a_long_stream_both_ways_split_anywhere() {
         // A tiny pipe capacity splits frames across reads at odd places.
         let (a, b) = tokio::io::duplex(37);
-        let mut a = Framed::<_, _, 256>::new(a, Xor, &[]);
-        let mut b = Framed::<_, _, 256>::new(b, Xor, &[]);
+        let mut a = Framed::<_, _, 256>::new(a, Xor::default(), &[]);
+        let mut b = Framed::<_, _, 256>::new(b, Xor::default(), &[]);
         let up = pattern(50_000);
         let sent = up.clone();
         let writer = tokio::spawn(async move {
@@ -373,7 +534,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_longer_than_a_frame_is_sealed_into_frames_end_to_end_in_one_write() {
         let (near, mut far) = tokio::io::duplex(8192);
-        let mut framed = Framed::<_, _, 4096>::new(near, Xor, &[]);
+        let mut framed = Framed::<_, _, 4096>::new(near, Xor::default(), &[]);
         let data = pattern(1001);
         let taken = std::future::poll_fn(|cx| Pin::new(&mut framed).poll_write(cx, &data))
             .await
@@ -393,7 +554,7 @@ mod tests {
     async fn bytes_read_ahead_of_the_framing_are_opened_first() {
         let (near, mut far) = tokio::io::duplex(1024);
         let mut ahead = vec![0, 2, b'h' ^ 0x5a, b'i' ^ 0x5a, 0xee, 0];
-        let mut framed = Framed::<_, _, 256>::new(near, Xor, &ahead[..]);
+        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), &ahead[..]);
         // The rest of the second frame arrives on the stream.
         ahead.clear();
         ahead.extend_from_slice(&[1, b'!' ^ 0x5a, 0xee]);
@@ -407,7 +568,7 @@ mod tests {
     #[tokio::test]
     async fn a_frame_larger_than_the_buffer_and_a_cut_frame_are_errors() {
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 64>::new(near, Xor, &[]);
+        let mut framed = Framed::<_, _, 64>::new(near, Xor::default(), &[]);
         far.write_all(&[0, 200]).await.unwrap();
         let e = framed.read(&mut [0u8; 16]).await.unwrap_err();
         assert_eq!(
@@ -416,7 +577,7 @@ mod tests {
         );
 
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 64>::new(near, Xor, &[]);
+        let mut framed = Framed::<_, _, 64>::new(near, Xor::default(), &[]);
         far.write_all(&[0, 5, 1, 2]).await.unwrap();
         far.shutdown().await.unwrap();
         let e = framed.read(&mut [0u8; 16]).await.unwrap_err();
@@ -427,7 +588,7 @@ mod tests {
     #[tokio::test]
     async fn an_idle_framed_stream_holds_no_buffer() {
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 512>::new(near, Xor, &[]);
+        let mut framed = Framed::<_, _, 512>::new(near, Xor::default(), &[]);
         framed.write_all(b"ping").await.unwrap();
         framed.flush().await.unwrap();
         let mut frame = [0u8; 7];
@@ -446,5 +607,63 @@ mod tests {
         assert!(pending);
         assert!(framed.read.is_none() && framed.write.is_none());
         assert!(buffers::spares(512) >= 1);
+    }
+
+    #[tokio::test]
+    async fn a_shut_down_direction_sends_the_codecs_end_which_the_peer_reads_as_the_end() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), &[]);
+        framed.write_all(b"x").await.unwrap();
+        framed.shutdown().await.unwrap();
+        let mut wire = Vec::new();
+        far.read_to_end(&mut wire).await.unwrap();
+        assert_eq!(
+            wire,
+            [0, 1, b'x' ^ 0x5a, 0xee, 0, 0, 0xee],
+            "the end frame last"
+        );
+
+        // The peer's end frame ends our reading though its stream is open.
+        far.write_all(&[0, 2, b'h' ^ 0x5a, b'i' ^ 0x5a, 0xee, 0, 0, 0xee, 9, 9])
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        framed.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"hi");
+        assert!(framed.read.is_none(), "nothing is held after the end");
+    }
+
+    /// A relay between a plain socket and a framed one carries a stream
+    /// both ways through the framed end's own buffers, and ends both.
+    #[tokio::test]
+    async fn the_relay_carries_bytes_through_a_framed_ends_own_buffers() {
+        use crate::drain::Drain;
+        use crate::relay::tests::{exchange, pairs};
+        use crate::relay::{relay, Ended};
+
+        let (app, mut proxy_in, proxy_out, far) = pairs().await;
+        let drain = Drain::default();
+        let mut guard = drain.guard();
+        let relay = tokio::spawn(async move {
+            let mut framed = Framed::<_, _, 2048>::new(proxy_out, Xor::default(), &[]);
+            relay(
+                &mut proxy_in,
+                &mut framed,
+                std::time::Duration::from_secs(30),
+                &mut guard,
+            )
+            .await
+        });
+        let up = pattern(300_001);
+        let down = pattern(200_003);
+        let app_side = tokio::spawn(exchange(app, up.clone()));
+        let mut far = Framed::<_, _, 2048>::new(far, Xor::default(), &[]);
+        let mut got_up = Vec::new();
+        far.read_to_end(&mut got_up).await.unwrap();
+        assert!(got_up == up, "the bytes up differ");
+        far.write_all(&down).await.unwrap();
+        far.shutdown().await.unwrap();
+        assert!(app_side.await.unwrap() == down, "the bytes down differ");
+        assert_eq!(relay.await.unwrap().unwrap(), Ended::Done);
     }
 }

@@ -346,6 +346,16 @@ impl StreamCodec for ServerStream {
     fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
         self.recv.open(buf)
     }
+
+    /// A target that ends before sending a byte still gets the client its
+    /// response header (naming the request's salt) with an empty first
+    /// chunk, so the client sees an authenticated end, not a bare EOF.
+    fn seal_end(&mut self, buf: &mut [u8]) -> io::Result<Range<usize>> {
+        if self.header_sent {
+            return Ok(0..0);
+        }
+        self.seal(buf, 0)
+    }
 }
 
 #[cfg(test)]
@@ -487,6 +497,33 @@ mod tests {
             let header = 2 * method.key_len() + 11 + TAG_LEN;
             assert_eq!(reply.len(), header + TAG_LEN);
             assert_eq!(frames(|b| client.open(b), &reply).unwrap(), [&b""[..], b""]);
+        }
+    }
+
+    #[test]
+    fn a_target_that_ends_before_a_byte_still_gets_the_client_its_header() {
+        for method in METHODS {
+            let (mut ours, wire) = client(method, 7, None, t0());
+            let (request, _) = opens(&users(method, false), &wire, wire.len(), t0())
+                .unwrap()
+                .unwrap();
+            let mut stream = request.into_codec();
+            let mut buf = vec![0; ServerStream::HEADROOM + ServerStream::TAILROOM];
+            let end = stream.seal_end(&mut buf).unwrap();
+            let header = 2 * method.key_len() + 11 + TAG_LEN;
+            assert_eq!(end.len(), header + TAG_LEN, "the header and an empty chunk");
+            let got = frames(|b| ours.open(b), &buf[end]).unwrap();
+            assert_eq!(got, [&b""[..], b""], "{method:?}: the client opens it");
+            // Once the header went out, a stream ends with nothing more.
+            assert!(stream.seal_end(&mut buf).unwrap().is_empty());
+
+            let (_, wire) = client(method, 7, None, t0());
+            let (request, _) = opens(&users(method, false), &wire, wire.len(), t0())
+                .unwrap()
+                .unwrap();
+            let mut stream = request.into_codec();
+            seal_frame(&mut stream, b"pong");
+            assert!(stream.seal_end(&mut buf).unwrap().is_empty(), "{method:?}");
         }
     }
 

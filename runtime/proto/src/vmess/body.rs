@@ -171,6 +171,8 @@ pub struct BodyOpener {
     pending: Option<(usize, usize)>,
     /// What is left of a masked chunk whose start was handed out.
     left: usize,
+    /// The chunk last opened was empty: the sender's end of stream.
+    ended: bool,
 }
 
 impl BodyOpener {
@@ -188,7 +190,15 @@ impl BodyOpener {
             mask: Mask::new(&body.iv),
             pending: None,
             left: 0,
+            ended: false,
         })
+    }
+
+    /// Whether the last chunk opened was empty, which ends the sender's
+    /// stream (v2ray and sing-box read it as the end of the upload or
+    /// download).
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 
     /// Opens the chunk at the start of `buf`. The length is read from the
@@ -265,6 +275,7 @@ impl BodyOpener {
                 })?;
         }
         self.pending = None;
+        self.ended = size == tag + padding;
         Ok(Opened::Frame {
             consumed: HEADROOM + size,
             payload: HEADROOM..end - tag,

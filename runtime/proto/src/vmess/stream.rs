@@ -71,6 +71,17 @@ impl StreamCodec for VmessStream {
         Ok(opened)
     }
 
+    /// VMess's end of a direction, as v2ray sends it: an empty chunk
+    /// (its length, tag and padding only) under a chunked layout; nothing
+    /// but the stream's end without one.
+    fn seal_end(&mut self, buf: &mut [u8]) -> io::Result<Range<usize>> {
+        self.sealer.seal(buf, 0)
+    }
+
+    fn ended(&self) -> bool {
+        self.opener.ended()
+    }
+
     fn finish(&mut self) -> io::Result<()> {
         match self.response {
             Some(_) => Err(io::Error::new(

@@ -299,3 +299,77 @@ fn udp_packets_keep_their_boundaries_and_come_back_from_the_one_target() {
         }
     }
 }
+
+#[test]
+fn a_shut_down_direction_ends_with_an_empty_chunk_that_reads_as_the_end() {
+    let user = User::new(&uuid());
+    let target = Address::Domain("example.com".into(), 443);
+    for security in SECURITIES {
+        let chunked = security.layout(false).chunked;
+        let entropy = entropy(9);
+        let request = Request::new(
+            &user,
+            Command::Tcp,
+            &target,
+            security,
+            at(1_800_000_000),
+            [1; 4],
+            &entropy,
+        )
+        .unwrap();
+        let opened = open_request(user.cmd_key(), &dial_bytes(request));
+        let session = Session::new(security, &entropy);
+        let mut client = VmessStream::new(&session).unwrap();
+
+        // Up: our data, then the end v2ray sends under a chunked layout
+        // (an empty chunk), which the server reads as the upload's end.
+        let mut wire = seal_stream(&mut client, b"upload");
+        let mut buf = vec![0u8; HEADROOM + TAILROOM];
+        let end = client.seal_end(&mut buf).unwrap();
+        assert_eq!(!end.is_empty(), chunked, "{security:?}");
+        wire.extend_from_slice(&buf[end]);
+        let mut server = BodyOpener::new(security, false, &opened.body).unwrap();
+        let (got, ended) = open_until_end(&mut server, BodyOpener::open, BodyOpener::ended, wire);
+        assert_eq!(got, b"upload", "{security:?}");
+        assert_eq!(ended, chunked, "{security:?}: the end was read");
+
+        // Down: the server's empty chunk ends the download for our client,
+        // after the bytes before it.
+        let response = BodyKey {
+            key: ring_sha256_16(&opened.body.key),
+            iv: ring_sha256_16(&opened.body.iv),
+        };
+        let wire = respond(
+            &response,
+            opened.response_auth,
+            security,
+            false,
+            &[b"hi", b""],
+        );
+        let (got, ended) = open_until_end(&mut client, VmessStream::open, VmessStream::ended, wire);
+        assert_eq!(got, b"hi", "{security:?}");
+        assert_eq!(ended, chunked, "{security:?}: the end was read");
+    }
+}
+
+/// Opens every frame of `held` with `open`, stopping at the one after
+/// which `ended` says the stream ended: the payloads, and whether it did
+/// (with every byte consumed).
+fn open_until_end<T>(
+    codec: &mut T,
+    open: fn(&mut T, &mut [u8]) -> io::Result<Opened>,
+    ended: fn(&T) -> bool,
+    mut held: Vec<u8>,
+) -> (Vec<u8>, bool) {
+    let mut got = Vec::new();
+    while let Opened::Frame { consumed, payload } = open(codec, &mut held).unwrap() {
+        got.extend_from_slice(&held[payload]);
+        held.drain(..consumed);
+        if ended(codec) {
+            assert!(held.is_empty(), "the end is the last chunk");
+            return (got, true);
+        }
+    }
+    assert!(held.is_empty(), "every byte was opened");
+    (got, false)
+}

@@ -143,7 +143,7 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
         // a dial that then fails just closes the connection. A destination
         // this proxy refuses is refused before that reply.
         if let Err(e) = refuse_own_inbound(&shared.plane, &flow.destination) {
-            return refuse(client, request, e).await;
+            return refuse(&mut client, request, e).await;
         }
         request.on_connected(unspecified(), &mut reply);
         client.write_all(&reply).await?;
@@ -157,16 +157,17 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
             limits.sniff_max_bytes as usize,
         )
         .await;
-        let opened = open_stream(&shared.plane, &shared.tag, &flow).await?;
-        return relay_opened(shared, client, opened, &prefix).await;
+        let mut opened = Box::pin(open_stream(&shared.plane, &shared.tag, &flow)).await?;
+        return relay_opened(shared, &mut client, &mut opened, &prefix).await;
     }
     if sniff_ip {
         if let Sniffed::Domain(name) = sniff(request.first_bytes()) {
             flow.sniffed = Some(name);
         }
     }
-    match open_stream(&shared.plane, &shared.tag, &flow).await {
-        Ok(opened) => {
+    // Boxed: a dial's future is large and done with once the flow is open.
+    match Box::pin(open_stream(&shared.plane, &shared.tag, &flow)).await {
+        Ok(mut opened) => {
             let bound = opened.stream.local_addr().unwrap_or_else(unspecified);
             request.on_connected(bound, &mut reply);
             if !reply.is_empty() {
@@ -179,16 +180,16 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
                 ([], _) => Cow::Owned(early),
                 (head, rest) => Cow::Owned([head, rest].concat()),
             };
-            relay_opened(shared, client, opened, &first).await
+            relay_opened(shared, &mut client, &mut opened, &first).await
         }
-        Err(e) => refuse(client, request, e).await,
+        Err(e) => refuse(&mut client, request, e).await,
     }
 }
 
 /// Tells the client its request failed with `error`, in the words of its
 /// protocol, and returns the error.
 async fn refuse<C: Relayed, R: ServerRequest>(
-    mut client: C,
+    client: &mut C,
     request: &R,
     error: io::Error,
 ) -> io::Result<()> {

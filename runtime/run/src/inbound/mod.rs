@@ -499,9 +499,15 @@ async fn serve(
     handshake: Handshaking,
 ) -> io::Result<()> {
     let limits = shared.limits.load_full();
-    match shared.acceptor.accept(socket, &limits).await? {
+    // Each phase's future is boxed while it runs, so the connection's
+    // task holds the largest of them (a TLS accept, a dial, another
+    // protocol's serving) only as long as that phase lasts, not for the
+    // whole of an idle relay.
+    match Box::pin(shared.acceptor.accept(socket, &limits)).await? {
         Accepted::Stream(client) => serve_stream(shared, client, peer, handshake).await,
-        Accepted::Grpc(connection) => serve_grpc(shared, *connection, peer, handshake).await,
+        Accepted::Grpc(connection) => {
+            Box::pin(serve_grpc(shared, *connection, peer, handshake)).await
+        }
     }
 }
 
@@ -567,7 +573,7 @@ async fn serve_stream(
         // No handshake to bound: the permit goes back at once.
         Serve::Dns => {
             drop(handshake);
-            dns::serve_tcp(shared, client).await
+            Box::pin(dns::serve_tcp(shared, client)).await
         }
         Serve::Hysteria2(_) => Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -650,11 +656,13 @@ fn handshake_timed_out(limit: Duration) -> io::Error {
 }
 
 /// Writes `early` (bytes the client sent before the outbound existed) to
-/// the outbound, then relays until the connection ends.
+/// the outbound, then relays until the connection ends. Both ends are
+/// borrowed from the caller, so an idle connection's task holds each once,
+/// not once more inside this future.
 async fn relay_opened<C: Relayed>(
     shared: &Shared,
-    mut client: C,
-    mut opened: Opened,
+    client: &mut C,
+    opened: &mut Opened,
     early: &[u8],
 ) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
@@ -662,7 +670,7 @@ async fn relay_opened<C: Relayed>(
     if !early.is_empty() {
         opened.stream.write_all(early).await?;
     }
-    let ended = relay(&mut client, &mut opened.stream, idle, &mut opened.guard).await?;
+    let ended = relay(client, &mut opened.stream, idle, &mut opened.guard).await?;
     if ended == Ended::Idle {
         tracing::debug!(
             "connection via {} closed after {} idle",

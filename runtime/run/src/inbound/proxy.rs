@@ -52,7 +52,7 @@ where
             if fallback.is_some() {
                 drop(admitted);
             }
-            refused(shared, client, read, reason, fallback, deadline).await
+            Box::pin(refused(shared, client, read, reason, fallback, deadline)).await
         }
         Handshake::Open { request, early } => {
             drop(admitted);
@@ -285,7 +285,8 @@ async fn relay_packets<C: DatagramCodec, const BUF: usize>(
         client.write_all(header).await?;
     }
     let link = StreamDatagrams::<_, _, BUF>::new(client, codec, early)?;
-    datagrams::relay(shared, link, peer.ip()).await
+    // Boxed, so that a stream flow's task is not the size of a UDP one's.
+    Box::pin(datagrams::relay(shared, link, peer.ip())).await
 }
 
 /// A framed protocol's request once its codec is taken: where it goes and

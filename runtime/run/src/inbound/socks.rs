@@ -24,7 +24,9 @@ pub async fn serve(
     drop(handshake);
     match request.command {
         Command::Connect => open_and_relay(shared, client, peer, &request, early).await,
-        Command::UdpAssociate if udp_enabled => udp::associate(shared, client, peer, request).await,
+        Command::UdpAssociate if udp_enabled => {
+            Box::pin(udp::associate(shared, client, peer, request)).await
+        }
         Command::UdpAssociate => {
             client
                 .write_all(&request.reply(status::COMMAND_NOT_SUPPORTED, unspecified()))

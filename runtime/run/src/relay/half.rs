@@ -4,7 +4,9 @@
 //! Bytes are carried either by a pipe, spliced in and out inside the kernel
 //! (Linux, when both sides are plain TCP sockets), or by a pooled buffer
 //! read into and written from user space (any other stream, or when no pipe
-//! can be had, say the descriptors ran out). A
+//! can be had, say the descriptors ran out), or, when one end is a framed
+//! stream, by that end's own frame buffer: bytes are read where they are
+//! sealed, or written from where they were opened, with no copy between. A
 //! direction holds its carrier only while bytes move: it waits for
 //! readiness with none, takes one to read, and gives it back once the bytes
 //! are written and the next read would block. Backpressure is simply not
@@ -35,6 +37,19 @@ pub enum Mode {
     /// Through a pooled buffer in user space: any stream, and plain TCP
     /// when no pipe can be had.
     Buffer,
+    /// Read straight into the writer's own frame buffer (a framed stream
+    /// seals bytes where they were read).
+    Fill,
+    /// Written straight out of the reader's own frame buffer (a framed
+    /// stream's payload from where it was opened).
+    Drain,
+}
+
+/// A direction meant to use a framed end's own buffers whose end has
+/// none: the mode is chosen from both ends when the relay starts, so this
+/// cannot happen.
+fn no_own_buffers() -> io::Error {
+    io::Error::other("relay: the framed end lost its buffers")
 }
 
 /// The bytes read and not yet written, and what holds them.
@@ -215,6 +230,9 @@ impl Half {
         to: &mut W,
         moved: &mut bool,
     ) -> Poll<io::Result<()>> {
+        if matches!(self.mode, Mode::Fill | Mode::Drain) {
+            return self.poll_own_buffers(cx, from, to, moved);
+        }
         let mut reads = 0;
         loop {
             if let Some(carrier) = &mut self.carrier {
@@ -230,14 +248,8 @@ impl Half {
                 ready!(Pin::new(&mut *to).poll_flush(cx))?;
                 self.unflushed = false;
             }
-            if self.eof {
-                ready!(Pin::new(&mut *to).poll_shutdown(cx))?;
-                self.done = true;
-                return Poll::Ready(Ok(()));
-            }
-            if reads == READS_PER_POLL {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+            if let Some(finished) = self.poll_end_or_yield(cx, to, reads) {
+                return finished;
             }
             let mode = self.mode;
             let carrier = self.carrier.get_or_insert_with(|| Carrier::new(mode));
@@ -266,6 +278,74 @@ impl Half {
                 }
             }
         }
+    }
+
+    /// [`Half::poll`] through a framed end's own buffers: each step reads
+    /// once and sends what it read, and the end holds a buffer only while
+    /// bytes move.
+    fn poll_own_buffers<R: Relayed, W: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut R,
+        to: &mut W,
+        moved: &mut bool,
+    ) -> Poll<io::Result<()>> {
+        let mut steps = 0;
+        loop {
+            if let Some(finished) = self.poll_end_or_yield(cx, to, steps) {
+                return finished;
+            }
+            let step = if self.mode == Mode::Fill {
+                let to = to.own_buffers().ok_or_else(no_own_buffers)?;
+                to.poll_fill_from(cx, from)
+            } else {
+                let from = from.own_buffers().ok_or_else(no_own_buffers)?;
+                from.poll_drain_into(cx, to)
+            };
+            match step {
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(_)) => {
+                    steps += 1;
+                    *moved = true;
+                    self.unflushed = true;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    // A layered stream (TLS) may hold written bytes until
+                    // flushed; a socket's flush is free.
+                    if self.unflushed {
+                        ready!(Pin::new(&mut *to).poll_flush(cx))?;
+                        self.unflushed = false;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// Once `from` ended, shuts `to` down and finishes the direction;
+    /// after READS_PER_POLL reads in one poll, yields to the rest of the
+    /// runtime. `None` when the direction goes on reading.
+    fn poll_end_or_yield<W: Relayed>(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut W,
+        reads: u32,
+    ) -> Option<Poll<io::Result<()>>> {
+        if self.eof {
+            return Some(match Pin::new(&mut *to).poll_shutdown(cx) {
+                Poll::Ready(Ok(())) => {
+                    self.done = true;
+                    Poll::Ready(Ok(()))
+                }
+                other => other,
+            });
+        }
+        if reads == READS_PER_POLL {
+            cx.waker().wake_by_ref();
+            return Some(Poll::Pending);
+        }
+        None
     }
 
     fn release(&mut self) {

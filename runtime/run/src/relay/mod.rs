@@ -15,7 +15,7 @@ mod pool;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use etemenanki_proto::codec::StreamCodec;
@@ -34,6 +34,34 @@ pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
     /// The socket itself when nothing is layered over it, so bytes may
     /// move in the kernel.
     fn plain_tcp(&mut self) -> Option<&mut TcpStream>;
+
+    /// The stream's own frame buffers, when it seals and opens frames in
+    /// them (a [`Framed`]): the relay then reads into and writes out of
+    /// those instead of copying through a buffer of its own.
+    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+        None
+    }
+}
+
+/// A stream whose bytes wait in buffers of its own: a framed stream seals
+/// what it reads from the other side where it lies, and hands opened
+/// payload to the other side from where it was opened.
+pub trait OwnBuffers {
+    /// Reads once from `from` into its own buffer and sends it on, sealed;
+    /// `Ready(Ok(0))` is `from`'s end of stream.
+    fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>>;
+
+    /// Writes opened payload to `to` once; `Ready(Ok(0))` is the end of
+    /// its stream.
+    fn poll_drain_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut (dyn AsyncWrite + Unpin),
+    ) -> Poll<io::Result<usize>>;
 }
 
 impl Relayed for TcpStream {
@@ -54,11 +82,44 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize
     fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
         None
     }
+
+    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+        Some(self)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> OwnBuffers
+    for Framed<S, C, BUF>
+{
+    fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        Framed::poll_fill_from(self, cx, from)
+    }
+
+    fn poll_drain_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        to: &mut (dyn AsyncWrite + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        Framed::poll_drain_into(self, cx, to)
+    }
 }
 
 impl Relayed for OutboundStream {
     fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
         self.as_plain_tcp()
+    }
+
+    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+        match self {
+            OutboundStream::Shadowsocks(framed) => Some(&mut **framed),
+            OutboundStream::Ss2022(framed) => Some(&mut **framed),
+            OutboundStream::Vmess(framed) => Some(&mut **framed),
+            _ => None,
+        }
     }
 }
 
@@ -79,24 +140,37 @@ pub async fn relay<C: Relayed, O: Relayed>(
     idle: Duration,
     guard: &mut Guard,
 ) -> io::Result<Ended> {
-    let mode = if client.plain_tcp().is_some() && outbound.plain_tcp().is_some() {
-        Mode::Splice
-    } else {
-        Mode::Buffer
-    };
-    relay_by(mode, client, outbound, idle, guard).await
+    let up = mode(client, outbound);
+    let down = mode(outbound, client);
+    relay_by([up, down], client, outbound, idle, guard).await
 }
 
-/// [`relay`] with each direction carrying its bytes as `mode` says.
+/// How one direction carries its bytes: in the kernel between two plain
+/// sockets; else in a framed end's own buffers, the writer's first; else
+/// through a buffer of the relay's.
+fn mode<R: Relayed, W: Relayed>(from: &mut R, to: &mut W) -> Mode {
+    if from.plain_tcp().is_some() && to.plain_tcp().is_some() {
+        Mode::Splice
+    } else if to.own_buffers().is_some() {
+        Mode::Fill
+    } else if from.own_buffers().is_some() {
+        Mode::Drain
+    } else {
+        Mode::Buffer
+    }
+}
+
+/// [`relay`] with each direction (up, down) carrying its bytes as `modes`
+/// say.
 async fn relay_by<C: Relayed, O: Relayed>(
-    mode: Mode,
+    [up, down]: [Mode; 2],
     client: &mut C,
     outbound: &mut O,
     idle: Duration,
     guard: &mut Guard,
 ) -> io::Result<Ended> {
-    let mut up = Half::new(mode);
-    let mut down = Half::new(mode);
+    let mut up = Half::new(up);
+    let mut down = Half::new(down);
     let mut last = Instant::now();
     let mut sleep = pin!(tokio::time::sleep_until(last + idle));
     let mut drained = pin!(guard.closed());
@@ -137,7 +211,7 @@ async fn relay_by<C: Relayed, O: Relayed>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::drain::Drain;
     use etemenanki_ir::spec::DrainPolicy;
@@ -150,7 +224,7 @@ mod tests {
 
     /// Two connected socket pairs: (client app, proxy's client side) and
     /// (proxy's outbound side, server app).
-    async fn pairs() -> (TcpStream, TcpStream, TcpStream, TcpStream) {
+    pub(crate) async fn pairs() -> (TcpStream, TcpStream, TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let a = TcpStream::connect(addr).await.unwrap();
@@ -170,7 +244,14 @@ mod tests {
         let (app, mut proxy_in, mut proxy_out, server) = pairs().await;
         let mut guard = drain.guard();
         let relay = tokio::spawn(async move {
-            relay_by(mode, &mut proxy_in, &mut proxy_out, idle, &mut guard).await
+            relay_by(
+                [mode, mode],
+                &mut proxy_in,
+                &mut proxy_out,
+                idle,
+                &mut guard,
+            )
+            .await
         });
         (app, server, relay)
     }
@@ -182,7 +263,7 @@ mod tests {
 
     /// Writes `data` to `stream` and half-closes it, while reading
     /// everything the other side sends until it half-closes.
-    async fn exchange(stream: TcpStream, data: Vec<u8>) -> Vec<u8> {
+    pub(crate) async fn exchange(stream: TcpStream, data: Vec<u8>) -> Vec<u8> {
         let (mut read, mut write) = stream.into_split();
         let writer = tokio::spawn(async move {
             write.write_all(&data).await.unwrap();
