@@ -18,7 +18,7 @@ use crate::support::certs::{Pair, Pki};
 use crate::support::client::{check_echo, pattern, socks5_connect, Association};
 use crate::support::etemenanki::Config;
 use crate::support::process::{scratch_dir, Process};
-use crate::support::servers::{free_addr, tcp_echo, udp_echo};
+use crate::support::servers::{free_addr, tcp_echo, udp_echo, udp_named};
 use crate::support::WAIT;
 
 /// 1 MiB each way, as issue 10 asks, checked byte for byte.
@@ -404,6 +404,25 @@ pub fn carries_udp(front: SocketAddr, what: &str, largest: usize) {
                 }
             ),
             None => panic!("{what}: a datagram of {len} bytes never came back"),
+        }
+    }
+}
+
+/// A DNS-like exchange through `front`'s one UDP association: many small
+/// queries, each answered, alternating between two servers, so that every
+/// reply must come back from the server it was sent to.
+pub fn asks_two_servers_in_turn(front: SocketAddr, what: &str) {
+    let (alpha, beta) = (udp_named("alpha"), udp_named("beta"));
+    let association =
+        Association::open(front).unwrap_or_else(|e| panic!("{what}: udp associate: {e}"));
+    for round in 0..40 {
+        for (server, name) in [(alpha, "alpha"), (beta, "beta")] {
+            let query = format!("query {round}");
+            assert_eq!(
+                association.ask(server, query.as_bytes()),
+                Some((server, format!("{name}:{query}").into_bytes())),
+                "{what}: round {round} to {name}"
+            );
         }
     }
 }

@@ -10,13 +10,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, curl_page, never_panicked, ours_to_ours, own_dir,
-    refused_and_held, serve, setup, sing_box_client, survives_probes, v2ray_client, Transport,
-    HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_udp, curl_page, never_panicked,
+    ours_to_ours, own_dir, refused_and_held, serve, setup, sing_box_client, survives_probes,
+    v2ray_client, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
-use crate::support::client::Association;
 use crate::support::process::Process;
-use crate::support::servers::{free_addr, http_origin, udp_named};
+use crate::support::servers::{free_addr, http_origin};
 
 const ID: &str = "4c7a1f3e-8d2b-4e6f-9a1c-3b5d7e9f0a12";
 const OTHER_ID: &str = "9e8d7c6b-5a49-4382-a1b0-c9d8e7f6a5b4";
@@ -94,25 +93,6 @@ fn sing_box_vless(
         server.port(),
         transport.sing_box_keys(ca)
     )
-}
-
-/// A DNS-like exchange through `front`'s one UDP association: many small
-/// queries, each answered, alternating between two servers, so that every
-/// reply must come back from the server it was sent to.
-fn asks_two_servers_in_turn(front: SocketAddr, what: &str) {
-    let (alpha, beta) = (udp_named("alpha"), udp_named("beta"));
-    let association =
-        Association::open(front).unwrap_or_else(|e| panic!("{what}: udp associate: {e}"));
-    for round in 0..40 {
-        for (server, name) in [(alpha, "alpha"), (beta, "beta")] {
-            let query = format!("query {round}");
-            assert_eq!(
-                association.ask(server, query.as_bytes()),
-                Some((server, format!("{name}:{query}").into_bytes())),
-                "{what}: round {round} to {name}"
-            );
-        }
-    }
 }
 
 #[test]

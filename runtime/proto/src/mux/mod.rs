@@ -20,4 +20,7 @@
 mod frame;
 pub mod server;
 
+/// The destination Xray and v2ray give a Mux.Cool stream.
+pub const MUX_COOL: &str = "v1.mux.cool";
+
 pub use server::{Server, MAX_SESSIONS};

@@ -16,10 +16,8 @@ use std::time::SystemTime;
 
 use super::{read_port_address, UdpFraming, COMMAND_MUX, COMMAND_TCP, COMMAND_UDP, VERSION};
 use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
+use crate::mux::MUX_COOL;
 use crate::Address;
-
-/// The destination Xray gives a Mux.Cool stream.
-const MUX_COOL: &str = "v1.mux.cool";
 
 /// The ids of an inbound's users, sorted, shared by its connections.
 pub struct Users {

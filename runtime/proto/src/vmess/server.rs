@@ -5,7 +5,8 @@
 //!    then is it looked up in the inbound's [`ReplayFilter`];
 //! 2. the sealed length and the sealed header are opened with that user's
 //!    command key; the header names the body security, the options, the
-//!    command and the target;
+//!    command and the target (none for the mux command: a Mux.Cool stream,
+//!    what Xray's clients send UDP as);
 //! 3. the auth id is accepted by the filter (once: a second connection
 //!    with it is a replay) and the request opens.
 //!
@@ -34,6 +35,7 @@ use super::session::Session;
 use super::stream::VmessStream;
 use crate::aead::TAG_LEN;
 use crate::codec::{FlowKind, Refusal, ServerCore, ServerRequest, ServerStep};
+use crate::mux::MUX_COOL;
 use crate::vless::read_port_address;
 use crate::Address;
 
@@ -41,7 +43,7 @@ pub use super::replay::ReplayFilter;
 
 const COMMAND_TCP: u8 = 1;
 const COMMAND_UDP: u8 = 2;
-/// v2ray's mux.cool, which this server refuses.
+/// Mux.Cool: the body is a stream of its frames ([`crate::mux`]).
 const COMMAND_MUX: u8 = 3;
 
 /// The shortest header in clear that holds its fixed part and checksum;
@@ -79,7 +81,11 @@ impl Users {
 /// body, nothing more (the buffers are the runtime's).
 pub struct Request {
     kind: FlowKind,
+    /// The destination; `v1.mux.cool` for a Mux.Cool stream.
     target: Address,
+    /// The body is a stream of Mux.Cool frames, whose packets carry their
+    /// own addresses.
+    mux: bool,
     session: Session,
     layout: Layout,
     response: [u8; SEALED_LEN],
@@ -93,6 +99,7 @@ impl std::fmt::Debug for Request {
         f.debug_struct("Request")
             .field("kind", &self.kind)
             .field("target", &self.target)
+            .field("mux", &self.mux)
             .field("security", &self.session.security)
             .field("layout", &self.layout)
             .finish_non_exhaustive()
@@ -111,18 +118,29 @@ impl Request {
 
     /// The body of a TCP request: the client's chunks opened, ours sealed.
     pub fn into_codec(self) -> io::Result<VmessStream> {
-        match self.kind {
-            FlowKind::Stream => VmessStream::server(&self.session, self.layout),
-            FlowKind::Datagrams => Err(wrong_kind("vmess: a udp request has no stream body")),
+        match (self.kind, self.mux) {
+            (FlowKind::Stream, _) | (_, true) => VmessStream::server(&self.session, self.layout),
+            (FlowKind::Datagrams, false) => {
+                Err(wrong_kind("vmess: a udp request has no stream body"))
+            }
         }
+    }
+
+    /// Whether the body is Mux.Cool: a stream ([`Request::into_codec`])
+    /// whose bytes [`crate::mux::Server`] frames into packets.
+    pub fn is_mux(&self) -> bool {
+        self.mux
     }
 
     /// The body of a UDP request: each chunk one packet, to and from the
     /// request's target.
     pub fn into_datagrams(self) -> io::Result<VmessDatagram> {
-        match self.kind {
-            FlowKind::Datagrams => VmessDatagram::server(&self.session, self.layout, self.target),
-            FlowKind::Stream => Err(wrong_kind("vmess: a tcp request has no packets")),
+        match (self.kind, self.mux) {
+            (FlowKind::Datagrams, false) => {
+                VmessDatagram::server(&self.session, self.layout, self.target)
+            }
+            (FlowKind::Stream, _) => Err(wrong_kind("vmess: a tcp request has no packets")),
+            (_, true) => Err(wrong_kind("vmess: a mux request's packets are mux frames")),
         }
     }
 }
@@ -264,6 +282,7 @@ impl ServerCore for Core {
             request: Request {
                 kind: header.kind,
                 target: header.target,
+                mux: header.mux,
                 session,
                 layout: header.layout,
                 response,
@@ -287,6 +306,7 @@ struct Header {
     layout: Layout,
     kind: FlowKind,
     target: Address,
+    mux: bool,
 }
 
 /// Reads the header in clear (its layout is in [`super::header`]).
@@ -317,16 +337,19 @@ fn read_header(h: &[u8]) -> Result<Header, Refusal> {
         5 => Security::None,
         _ => return Err(silent("vmess: unsupported body security")),
     };
-    let kind = match fields[37] {
-        COMMAND_TCP => FlowKind::Stream,
-        COMMAND_UDP => FlowKind::Datagrams,
-        COMMAND_MUX => return Err(silent("vmess: mux is not supported")),
+    let (kind, mux) = match fields[37] {
+        COMMAND_TCP => (FlowKind::Stream, false),
+        COMMAND_UDP => (FlowKind::Datagrams, false),
+        // Mux.Cool: its body is a stream and its packets are sessions'.
+        COMMAND_MUX => (FlowKind::Datagrams, true),
         _ => return Err(silent("vmess: unknown command")),
     };
-    let layout =
-        Layout::from_options(security, options, kind == FlowKind::Datagrams).map_err(silent)?;
+    let packets = kind == FlowKind::Datagrams && !mux;
+    let layout = Layout::from_options(security, options, packets).map_err(silent)?;
+    // A mux request names no target, as v2ray writes it.
     let target = match read_port_address(&fields[FIXED..]) {
-        Ok(Some((target, used))) if FIXED + used + padding == fields.len() => target,
+        _ if mux && FIXED + padding == fields.len() => Address::Domain(MUX_COOL.into(), 0),
+        Ok(Some((target, used))) if !mux && FIXED + used + padding == fields.len() => target,
         _ => return Err(silent("vmess: bad address in the request header")),
     };
     Ok(Header {
@@ -336,6 +359,7 @@ fn read_header(h: &[u8]) -> Result<Header, Refusal> {
         layout,
         kind,
         target,
+        mux,
     })
 }
 
@@ -711,7 +735,10 @@ mod tests {
         plain.extend_from_slice(&[seed; 16]); // iv
         plain.extend_from_slice(&[seed ^ 0x55; 16]); // key
         plain.extend_from_slice(&[0x42, options, security, 0, command]);
-        plain.extend_from_slice(&[0x01, 0xbb]);
+        // No port either without an address, as a mux request has neither.
+        if !address.is_empty() {
+            plain.extend_from_slice(&[0x01, 0xbb]);
+        }
         plain.extend_from_slice(address);
         let checksum = fnv1a32(&plain);
         plain.extend_from_slice(&checksum.to_be_bytes());
@@ -735,10 +762,39 @@ mod tests {
     }
 
     #[test]
-    fn mux_unknown_securities_commands_and_addresses_are_refused() {
+    fn a_mux_request_names_no_target_and_opens_a_stream_of_mux_frames() {
+        for (i, security) in [(3u8, Security::Aes128Gcm), (4, Security::ChaCha20Poly1305)]
+            .into_iter()
+            .enumerate()
+        {
+            let header2 = |i: usize| custom_header(0x0d, security.0, 3, &[], 0x40 + i as u8);
+            let header = custom_header(0x0d, security.0, 3, &[], i as u8);
+            let request = open(&mut core(), &header, NOW);
+            assert!(request.is_mux(), "{security:?}");
+            assert_eq!(request.kind(), FlowKind::Datagrams);
+            assert_eq!(request.destination(), &Address::Domain(MUX_COOL.into(), 0));
+            assert_eq!(
+                request.layout,
+                Layout::from_options(security.1, 0x0d, false).unwrap()
+            );
+            assert!(request.into_codec().is_ok());
+            assert!(open(&mut core(), &header2(i), NOW)
+                .into_datagrams()
+                .is_err());
+        }
+    }
+
+    #[test]
+    fn mux_with_an_address_unknown_securities_commands_and_addresses_are_refused() {
         let v4: &[u8] = &[1, 127, 0, 0, 1];
         let cases: [(u8, u8, u8, &[u8], &str); 7] = [
-            (0x0d, 0x03, 3, v4, "vmess: mux is not supported"),
+            (
+                0x0d,
+                0x03,
+                3,
+                v4,
+                "vmess: bad address in the request header",
+            ),
             (0x0d, 0x03, 7, v4, "vmess: unknown command"),
             (0x0d, 0x01, 1, v4, "vmess: unsupported body security"),
             (0x0d, 0x06, 1, v4, "vmess: unsupported body security"),

@@ -94,7 +94,7 @@ pub async fn trojan(
             match request.kind() {
                 FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
                 FlowKind::Datagrams => {
-                    relay_packets::<_, TROJAN_BUF>(
+                    relay_packets::<_, _, TROJAN_BUF>(
                         shared,
                         client,
                         peer,
@@ -139,12 +139,16 @@ pub async fn vless(
                         // each packet with its address.
                         tracing::debug!("vless: a mux.cool stream from {peer}");
                         let codec = mux::Server::new();
-                        relay_packets::<_, VLESS_BUF>(shared, client, peer, codec, &early, &header)
-                            .await
+                        relay_packets::<_, _, VLESS_BUF>(
+                            shared, client, peer, codec, &early, &header,
+                        )
+                        .await
                     } else {
                         let codec = request.datagrams();
-                        relay_packets::<_, VLESS_BUF>(shared, client, peer, codec, &early, &header)
-                            .await
+                        relay_packets::<_, _, VLESS_BUF>(
+                            shared, client, peer, codec, &early, &header,
+                        )
+                        .await
                     }
                 }
             }
@@ -184,9 +188,19 @@ pub async fn vmess(
                     )
                     .await
                 }
+                FlowKind::Datagrams if request.is_mux() => {
+                    // Mux.Cool's UDP sessions (XUDP, as Xray's clients send
+                    // UDP) inside the VMess body stream: one association.
+                    tracing::debug!("vmess: a mux.cool stream from {peer}");
+                    let body = request.into_codec()?;
+                    let framed =
+                        Framed::<_, _, VMESS_BUF>::with_header(client, body, &early, &header);
+                    let codec = mux::Server::new();
+                    relay_packets::<_, _, VMESS_BUF>(shared, framed, peer, codec, &[], &[]).await
+                }
                 FlowKind::Datagrams => {
                     let codec = request.into_datagrams()?;
-                    relay_packets::<_, VMESS_BUF>(shared, client, peer, codec, &early, &header)
+                    relay_packets::<_, _, VMESS_BUF>(shared, client, peer, codec, &early, &header)
                         .await
                 }
             }
@@ -273,14 +287,17 @@ async fn relay_framed<C: StreamCodec + Unpin, const BUF: usize>(
 /// A UDP association over the packets inside `client`'s stream, framed by
 /// `codec`, after `header` (the server's answer); `early` is what the
 /// client sent after its request, the first of its packets.
-async fn relay_packets<C: DatagramCodec, const BUF: usize>(
+async fn relay_packets<S, C: DatagramCodec, const BUF: usize>(
     shared: &Shared,
-    mut client: Stream,
+    mut client: S,
     peer: SocketAddr,
     codec: C,
     early: &[u8],
     header: &[u8],
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     if !header.is_empty() {
         client.write_all(header).await?;
     }
