@@ -128,7 +128,7 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
     mut client: C,
     peer: SocketAddr,
     request: &R,
-    early: Vec<u8>,
+    mut early: Vec<u8>,
 ) -> io::Result<()> {
     let mut flow = Flow {
         destination: request.destination().clone(),
@@ -158,7 +158,7 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
         )
         .await;
         let mut opened = Box::pin(open_stream(&shared.plane, &shared.tag, &flow)).await?;
-        return relay_opened(shared, &mut client, &mut opened, &prefix).await;
+        return relay_opened(shared, &mut client, &mut opened, prefix).await;
     }
     if sniff_ip {
         if let Sniffed::Domain(name) = sniff(request.first_bytes()) {
@@ -177,10 +177,12 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
             // Joined only when there are both: mostly one is empty.
             let first = match (request.first_bytes(), early.as_slice()) {
                 (head, []) => Cow::Borrowed(head),
-                ([], _) => Cow::Owned(early),
+                ([], _) => Cow::Owned(std::mem::take(&mut early)),
                 (head, rest) => Cow::Owned([head, rest].concat()),
             };
-            relay_opened(shared, &mut client, &mut opened, &first).await
+            // Nothing of the handshake's bytes outlives their writing.
+            drop(early);
+            relay_opened(shared, &mut client, &mut opened, first).await
         }
         Err(e) => refuse(&mut client, request, e).await,
     }

@@ -658,18 +658,20 @@ fn handshake_timed_out(limit: Duration) -> io::Error {
 /// Writes `early` (bytes the client sent before the outbound existed) to
 /// the outbound, then relays until the connection ends. Both ends are
 /// borrowed from the caller, so an idle connection's task holds each once,
-/// not once more inside this future.
+/// not once more inside this future; `early` is taken and freed once
+/// written, so a sniffed prefix is not held for the whole relay.
 async fn relay_opened<C: Relayed>(
     shared: &Shared,
     client: &mut C,
     opened: &mut Opened,
-    early: &[u8],
+    early: impl AsRef<[u8]>,
 ) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let idle = shared.limits.load().relay_idle_timeout;
-    if !early.is_empty() {
-        opened.stream.write_all(early).await?;
+    if !early.as_ref().is_empty() {
+        opened.stream.write_all(early.as_ref()).await?;
     }
+    drop(early);
     let ended = relay(client, &mut opened.stream, idle, &mut opened.guard).await?;
     if ended == Ended::Idle {
         tracing::debug!(
