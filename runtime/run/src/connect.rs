@@ -39,15 +39,20 @@ pub async fn open_stream(
     inbound_tag: &str,
     flow: &Flow,
 ) -> io::Result<Opened> {
-    // Routing and dialing resolve names, whose futures are kilobytes: on
-    // the heap while they run, not in every connection's task for its
-    // whole life.
-    let (outbound, resolved) = Box::pin(route_stream(plane, inbound_tag, flow)).await?;
-    let guard = outbound.drain.guard();
-    let stream = Box::pin(outbound.connect_stream(&flow.destination, resolved.as_deref())).await?;
-    Ok(Opened {
-        stream,
-        guard,
-        outbound,
+    // Routing and dialing resolve names, whose futures are kilobytes: one
+    // allocation holds them while they run, so no caller's task carries
+    // them for its connection's whole life.
+    Box::pin(async move {
+        let (outbound, resolved) = route_stream(plane, inbound_tag, flow).await?;
+        let guard = outbound.drain.guard();
+        let stream = outbound
+            .connect_stream(&flow.destination, resolved.as_deref())
+            .await?;
+        Ok(Opened {
+            stream,
+            guard,
+            outbound,
+        })
     })
+    .await
 }

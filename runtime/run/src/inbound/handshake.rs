@@ -157,7 +157,7 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
             limits.sniff_max_bytes as usize,
         )
         .await;
-        let mut opened = Box::pin(open_stream(&shared.plane, &shared.tag, &flow)).await?;
+        let mut opened = open_stream(&shared.plane, &shared.tag, &flow).await?;
         return relay_opened(shared, &mut client, &mut opened, prefix).await;
     }
     if sniff_ip {
@@ -165,8 +165,7 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
             flow.sniffed = Some(name);
         }
     }
-    // Boxed: a dial's future is large and done with once the flow is open.
-    match Box::pin(open_stream(&shared.plane, &shared.tag, &flow)).await {
+    match open_stream(&shared.plane, &shared.tag, &flow).await {
         Ok(mut opened) => {
             let bound = opened.stream.local_addr().unwrap_or_else(unspecified);
             request.on_connected(bound, &mut reply);
