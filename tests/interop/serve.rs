@@ -367,6 +367,27 @@ pub fn carries_tcp(front: SocketAddr, what: &str) {
     );
 }
 
+/// `flows` TCP flows at once through the SOCKS5 front `front`, each
+/// moving a little over [`MIB`] each way to a loopback echo, checked byte
+/// for byte: a client with mux carries them as sessions of one connection.
+pub fn carries_tcp_at_once(front: SocketAddr, what: &str, flows: usize) {
+    eprintln!("carrying {flows} tcp flows at once: {what}");
+    let echo = tcp_echo();
+    let running: Vec<_> = (0..flows)
+        .map(|flow| {
+            let what = what.to_string();
+            thread::spawn(move || {
+                let stream = socks5_connect(front, echo, None)
+                    .unwrap_or_else(|e| panic!("{what}: flow {flow}: {e}"));
+                check_echo(stream, &pattern(MIB + flow * 1000));
+            })
+        })
+        .collect();
+    for (flow, running) in running.into_iter().enumerate() {
+        assert!(running.join().is_ok(), "{what}: flow {flow} failed");
+    }
+}
+
 /// The longest datagram v2ray 4.34 and shadowsocks-libev's `ss-local`
 /// are sent here: v2ray reads each one, SOCKS5 header included, into a
 /// 2,048-byte buffer, and a vmess reply's chunk (with up to 64 bytes of

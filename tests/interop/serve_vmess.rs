@@ -1,7 +1,7 @@
 //! Our vmess inbound against v2ray 4.34's vmess client (AEAD header,
 //! alterId 0) over tcp and ws with aes-128-gcm and chacha20-poly1305, TCP
 //! and UDP; fifty concurrent connections, none refused by the auth-id
-//! replay filter; UDP as Mux.Cool, from sing-box's XUDP and v2ray's mux;
+//! replay filter; Mux.Cool: UDP from sing-box's XUDP, TCP and UDP from v2ray's mux;
 //! our own vmess outbound over every transport and with
 //! every body security; several ids, a wrong one refused while the right
 //! ones are served; and probes that must not crash it.
@@ -13,9 +13,10 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::serve::{
-    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_udp, ends, ours_to_ours,
-    own_dir, refused_and_held, serve, server_config, setup, sing_box_client, survives_probes,
-    v2ray_client, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_tcp_at_once, carries_udp, ends,
+    never_panicked, ours_to_ours, own_dir, refused_and_held, serve, server_config, setup,
+    sing_box_client, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
+    SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
@@ -152,8 +153,9 @@ fn sing_box_vmess_client_carries_tcp_and_udp_through_our_vmess_inbound_over_tcp_
 }
 
 #[test]
-fn mux_cool_udp_from_sing_box_xudp_and_v2ray_mux_is_served_by_our_vmess_inbound() {
-    let test = "mux_cool_udp_from_sing_box_xudp_and_v2ray_mux_is_served_by_our_vmess_inbound";
+fn mux_cool_from_sing_box_xudp_and_v2ray_mux_tcp_and_udp_is_served_by_our_vmess_inbound() {
+    let test =
+        "mux_cool_from_sing_box_xudp_and_v2ray_mux_tcp_and_udp_is_served_by_our_vmess_inbound";
     let Some((peers, dir, pki)) = setup(test, &["sing-box", "v2ray"]) else {
         return;
     };
@@ -178,8 +180,8 @@ fn mux_cool_udp_from_sing_box_xudp_and_v2ray_mux_is_served_by_our_vmess_inbound(
     carries_udp(front, what, UDP_MAX);
     ours.wait_for_log("vmess: a mux.cool stream from");
     asks_two_servers_in_turn(front, what);
-    // v2ray's Mux.Cool: a UDP session per destination, and TCP sessions,
-    // which are refused.
+    // v2ray's Mux.Cool: a TCP session per flow, several at once, and a
+    // UDP session per destination.
     let outbound = v2ray_vmess(server, ID, "chacha20-poly1305", Transport::Tcp, &pki.ca).replacen(
         r#""protocol": "vmess","#,
         r#""protocol": "vmess", "mux": { "enabled": true, "concurrency": 8 },"#,
@@ -187,10 +189,14 @@ fn mux_cool_udp_from_sing_box_xudp_and_v2ray_mux_is_served_by_our_vmess_inbound(
     );
     let (_v2ray, front) = v2ray_client(&peers[1], &dir, &outbound);
     let what = "v2ray with mux through our vmess inbound";
+    carries_tcp(front, what);
+    ours.wait_for_log("mux: a tcp session to");
+    carries_tcp_at_once(front, what, 6);
     carries_udp(front, what, SMALL_UDP_MAX);
     asks_two_servers_in_turn(front, what);
-    carries_nothing(front, what);
+    carries_tcp_at_once(front, what, 3);
     carries_udp(front, what, SMALL_UDP_MAX);
+    never_panicked(&ours);
 }
 
 #[test]

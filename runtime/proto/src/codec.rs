@@ -131,21 +131,9 @@ pub struct Packet {
     pub payload: Range<usize>,
 }
 
-/// What [`DatagramCodec::open_frame`] found at the start of a stream's
-/// bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Frame {
-    /// A packet.
-    Packet(Packet),
-    /// A frame of `consumed` bytes that carries no packet: a multiplexed
-    /// stream's session opened without data, ended, or kept alive.
-    Control { consumed: usize },
-}
-
 /// The framing of datagrams that carry their own address: one per UDP
 /// packet (SOCKS5 UDP, Shadowsocks UDP) or several inside a stream (Trojan,
-/// and VLESS and VMess whose packets name one target, and the sessions of
-/// a Mux.Cool stream). The runtime reads a payload behind `HEADROOM` bytes,
+/// and VLESS and VMess whose packets name one target). The runtime reads a payload behind `HEADROOM` bytes,
 /// the codec seals it where it lies, and opens arriving packets in place.
 /// The caller owns every buffer.
 pub trait DatagramCodec {
@@ -166,25 +154,6 @@ pub trait DatagramCodec {
     /// that is whole but malformed is an error (for a packet per datagram
     /// the caller drops it; inside a stream the stream is unusable).
     fn open_from(&mut self, buf: &mut [u8]) -> io::Result<Option<Packet>>;
-
-    /// Opens the frame at the start of a stream's bytes: a packet, or a
-    /// frame that carries none. Every frame is a packet unless the codec
-    /// multiplexes sessions.
-    fn open_frame(&mut self, buf: &mut [u8]) -> io::Result<Option<Frame>> {
-        Ok(self.open_from(buf)?.map(Frame::Packet))
-    }
-
-    /// Whether the codec owes its peer frames no packet prompted (a
-    /// multiplexed stream's answers to sessions it ends or refuses).
-    fn owes(&self) -> bool {
-        false
-    }
-
-    /// Writes as many owed frames as fit whole into `out`; returns the
-    /// bytes written.
-    fn write_owed(&mut self, _out: &mut [u8]) -> usize {
-        0
-    }
 }
 
 /// Why a client is refused: what to send it before closing, and the reason

@@ -13,9 +13,7 @@
 //!   sealed one is unwritten.
 //! - Receiving: the stream is read into the buffer and packets are opened
 //!   where they lie; a packet split across reads waits for the rest, and one
-//!   that cannot fit the buffer fails the link. A multiplexing codec's
-//!   frames that carry no packet are taken on the way, and the frames it
-//!   owes in answer are written before more is read. The one allocation a
+//!   that cannot fit the buffer fails the link. The one allocation a
 //!   packet can cost is a reply from a domain source, whose name the owned
 //!   [`Address`] the fan-out gets must hold; servers name replies by IP.
 
@@ -24,7 +22,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use etemenanki_proto::codec::{DatagramCodec, Frame, Packet};
+use etemenanki_proto::codec::{DatagramCodec, Packet};
 use etemenanki_proto::Address;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -124,43 +122,33 @@ impl<S, C: DatagramCodec, const BUF: usize> StreamDatagrams<S, C, BUF> {
 
     /// The next packet opened from what was read, if one is whole: its
     /// payload copied into `buf` (truncated if it does not fit, as UDP
-    /// does) and its source. Frames without a packet before it are taken.
+    /// does) and its source.
     fn open(&mut self, buf: &mut ReadBuf<'_>) -> io::Result<Option<Address>> {
-        loop {
-            let Some(read) = &mut self.read else {
-                return Ok(None);
-            };
-            let filled = self.filled.clone();
-            let impossible = || io::Error::other("codec opened an impossible frame");
-            let (consumed, peer) = match self.codec.open_frame(&mut read[filled.clone()])? {
-                None => return Ok(None),
-                Some(Frame::Control { consumed }) => (consumed, None),
-                Some(Frame::Packet(Packet {
-                    consumed,
-                    peer,
-                    payload,
-                })) => {
-                    if payload.start > payload.end
-                        || payload.end > consumed
-                        || consumed > filled.len()
-                    {
-                        return Err(impossible());
-                    }
-                    let payload = &read[filled.start + payload.start..filled.start + payload.end];
-                    let n = payload.len().min(buf.remaining());
-                    buf.put_slice(&payload[..n]);
-                    (consumed, Some(peer))
-                }
-            };
-            if consumed == 0 || consumed > filled.len() {
-                return Err(impossible());
-            }
-            self.filled.start += consumed;
-            self.release_read();
-            if peer.is_some() {
-                return Ok(peer);
-            }
+        let Some(read) = &mut self.read else {
+            return Ok(None);
+        };
+        let filled = self.filled.clone();
+        let Some(Packet {
+            consumed,
+            peer,
+            payload,
+        }) = self.codec.open_from(&mut read[filled.clone()])?
+        else {
+            return Ok(None);
+        };
+        if consumed == 0
+            || payload.start > payload.end
+            || payload.end > consumed
+            || consumed > filled.len()
+        {
+            return Err(io::Error::other("codec opened an impossible frame"));
         }
+        let payload = &read[filled.start + payload.start..filled.start + payload.end];
+        let n = payload.len().min(buf.remaining());
+        buf.put_slice(&payload[..n]);
+        self.filled.start += consumed;
+        self.release_read();
+        Ok(Some(peer))
     }
 
     /// Gives the read buffer back once nothing in it is left to open.
@@ -201,18 +189,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: DatagramCodec, const BUF: usize>
             buffers::give(buf);
         }
         Poll::Ready(Ok(()))
-    }
-
-    /// Stages and writes the frames the codec owes, when nothing else is
-    /// being written.
-    fn poll_owed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.write.is_none() && self.codec.owes() {
-            let mut buf = buffers::take(BUF);
-            let n = self.codec.write_owed(&mut buf);
-            self.write = Some(buf);
-            self.staged = 0..n;
-        }
-        self.poll_staged(cx)
     }
 
     /// Reads more of the stream behind what is held, moving a partial packet
@@ -294,12 +270,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: DatagramCodec, const BUF: usize> Data
             return self.fail(e);
         }
         loop {
-            let opened = self.open(buf);
-            // What frames taken on the way owe goes out before more is read.
-            if let Poll::Ready(Err(e)) = self.poll_owed(cx) {
-                return self.fail(e);
-            }
-            match opened {
+            match self.open(buf) {
                 Ok(Some(source)) => return Poll::Ready(Ok(source)),
                 Ok(None) => {}
                 Err(e) => return self.fail(e),
@@ -494,54 +465,5 @@ mod tests {
                 "upstream closed inside a frame".into()
             )
         );
-    }
-
-    #[tokio::test]
-    async fn a_mux_stream_takes_frames_without_packets_writes_what_they_owe_and_drops_orphan_replies(
-    ) {
-        use etemenanki_proto::mux;
-        let (client, mut server) = duplex(64 * 1024);
-        let mut link = StreamDatagrams::<_, _, BUF>::new(client, mux::Server::new(), &[]).unwrap();
-        let to = ip("192.0.2.1:53");
-        async fn recv_one(
-            link: &mut StreamDatagrams<DuplexStream, mux::Server, BUF>,
-        ) -> io::Result<(Address, Vec<u8>)> {
-            let mut buf = [0u8; BUF];
-            let mut read = ReadBuf::new(&mut buf);
-            let source = poll_fn(|cx| link.poll_recv_from(cx, &mut read)).await?;
-            Ok((source, read.filled().to_vec()))
-        }
-        // No session yet: a reply has nowhere to go and is dropped.
-        poll_fn(|cx| link.poll_send_to(cx, b"orphan", &to))
-            .await
-            .unwrap();
-
-        // A TCP session with data, refused; a keep-alive; then a UDP
-        // session's packet (a new frame: metadata length, session, status,
-        // option, network, port, IPv4 192.0.2.1; data length, data).
-        let mut wire =
-            b"\x00\x0c\x00\x03\x01\x01\x01\x00\x50\x01\xc0\x00\x02\x01\x00\x03GET".to_vec();
-        wire.extend_from_slice(b"\x00\x04\x00\x00\x04\x00");
-        wire.extend_from_slice(
-            b"\x00\x0c\x00\x00\x01\x01\x02\x00\x35\x01\xc0\x00\x02\x01\x00\x05query",
-        );
-        server.write_all(&wire).await.unwrap();
-        assert_eq!(
-            recv_one(&mut link).await.unwrap(),
-            (to.clone(), b"query".to_vec())
-        );
-        poll_fn(|cx| link.poll_send_to(cx, b"answer", &to))
-            .await
-            .unwrap();
-
-        // First the end frame owed to the TCP session (with the error bit),
-        // then the reply in a keep frame naming its source.
-        let expected = b"\x00\x04\x00\x03\x03\x02\x00\x0c\x00\x00\x02\x01\x02\x00\x35\x01\xc0\x00\x02\x01\x00\x06answer";
-        let mut got = vec![0u8; expected.len()];
-        server.read_exact(&mut got).await.unwrap();
-        assert_eq!(&got[..], &expected[..]);
-        drop(server);
-        let e = recv_one(&mut link).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
     }
 }

@@ -46,7 +46,10 @@ pub enum Status {
     Keep {
         address: Option<Address>,
     },
-    End,
+    /// The session ends; with the error bit, abruptly.
+    End {
+        error: bool,
+    },
     KeepAlive,
 }
 
@@ -106,7 +109,9 @@ pub fn decode(buf: &[u8]) -> io::Result<Option<Decoded>> {
             },
             _ => Status::Keep { address: None },
         },
-        STATUS_END => Status::End,
+        STATUS_END => Status::End {
+            error: option & OPTION_ERROR != 0,
+        },
         STATUS_KEEP_ALIVE => Status::KeepAlive,
         _ => return Err(invalid("mux: unknown frame status")),
     };
@@ -146,6 +151,17 @@ pub fn keep_header(session: u16, source: &Address, len: u16, out: &mut Vec<u8>) 
     let meta_len = (out.len() - start - 2) as u16;
     out[start..start + 2].copy_from_slice(&meta_len.to_be_bytes());
     out.extend_from_slice(&len.to_be_bytes());
+}
+
+/// The bytes in front of a keep frame's data that name no address: the
+/// lengths, the session, status and option.
+pub const DATA_HEADER_LEN: usize = 8;
+
+/// The head of a keep frame of TCP session `session` carrying `len` bytes.
+pub fn data_header(session: u16, len: u16) -> [u8; DATA_HEADER_LEN] {
+    let [high, low] = session.to_be_bytes();
+    let [len_high, len_low] = len.to_be_bytes();
+    [0, 4, high, low, STATUS_KEEP, OPTION_DATA, len_high, len_low]
 }
 
 /// The end frame of `session`, with the error bit when it was refused.
@@ -211,7 +227,8 @@ pub(crate) mod tests {
         assert_eq!(decoded.status, Status::Keep { address: None });
         assert_eq!(decoded.data, Some(8..8));
         for (meta, status) in [
-            (&b"\x03\x00"[..], Status::End),
+            (&b"\x03\x00"[..], Status::End { error: false }),
+            (b"\x03\x02", Status::End { error: true }),
             (b"\x04\x00", Status::KeepAlive),
         ] {
             let wire = frame(9, meta, None);
@@ -283,6 +300,20 @@ pub(crate) mod tests {
             assert_eq!(&wire[decoded.data.unwrap()], b"abc");
         }
         assert_eq!(end(258, true), *b"\x00\x04\x01\x02\x03\x02");
-        assert_eq!(decode(&end(5, false)).unwrap().unwrap().status, Status::End);
+        assert_eq!(
+            decode(&end(5, false)).unwrap().unwrap().status,
+            Status::End { error: false }
+        );
+        let mut wire = data_header(7, 3).to_vec();
+        wire.extend_from_slice(b"abc");
+        let decoded = decode(&wire).unwrap().unwrap();
+        assert_eq!(
+            (
+                decoded.session,
+                decoded.status,
+                &wire[decoded.data.unwrap()]
+            ),
+            (7, Status::Keep { address: None }, &b"abc"[..])
+        );
     }
 }

@@ -14,8 +14,11 @@
 //! session may add the network (2) and the packet's address, in both
 //! directions; without it the packet is to (or from) the session's target.
 //!
-//! [`server::Server`] is the server side: a [`crate::codec::DatagramCodec`]
-//! whose packets are the UDP sessions', each with its address.
+//! A keep frame of a TCP session carries its bytes; an end frame ends its
+//! sender's direction.
+//!
+//! [`server::Server`] is the server side: what each client frame asks of
+//! the runtime, and the frames the runtime sends back.
 
 mod frame;
 pub mod server;
@@ -23,4 +26,5 @@ pub mod server;
 /// The destination Xray and v2ray give a Mux.Cool stream.
 pub const MUX_COOL: &str = "v1.mux.cool";
 
-pub use server::{Server, MAX_SESSIONS};
+pub use frame::{DATA_HEADER_LEN, END_LEN};
+pub use server::{Event, Key, Server, Step, MAX_SESSIONS, REPLY_HEADROOM};

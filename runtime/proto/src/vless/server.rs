@@ -349,7 +349,6 @@ mod mux_tests {
     use std::time::UNIX_EPOCH;
 
     use super::*;
-    use crate::codec::{DatagramCodec, Frame};
 
     const ID: [u8; 16] = *b"0123456789abcdef";
 
@@ -383,13 +382,17 @@ mod mux_tests {
         request.on_connected("0.0.0.0:0".parse().unwrap(), &mut out);
         assert_eq!(out, [VERSION, 0], "the response header, as for UDP");
 
-        let mut frames = wire[consumed..].to_vec();
-        let Some(Frame::Packet(packet)) =
-            crate::mux::Server::new().open_frame(&mut frames).unwrap()
-        else {
-            panic!("a packet")
-        };
-        assert_eq!(packet.peer, Address::Ip("192.0.2.1:53".parse().unwrap()));
-        assert_eq!(&frames[packet.payload], b"query");
+        let frames = &wire[consumed..];
+        let step = crate::mux::Server::new()
+            .open_frame(frames)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            step.event,
+            crate::mux::Event::Packet {
+                peer: Address::Ip("192.0.2.1:53".parse().unwrap())
+            }
+        );
+        assert_eq!(&frames[step.data], b"query");
     }
 }

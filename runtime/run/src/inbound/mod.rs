@@ -8,6 +8,7 @@ mod dns;
 mod handshake;
 mod http;
 mod hysteria2;
+mod mux;
 mod proxy;
 mod refused;
 mod sniff;
@@ -559,7 +560,7 @@ async fn serve_grpc(
 
 /// Serves one client stream with the inbound's protocol core.
 async fn serve_stream(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     client: Stream,
     peer: SocketAddr,
     handshake: Handshaking,

@@ -15,14 +15,14 @@ use std::sync::Arc;
 
 use etemenanki_proto::aead::MasterKey;
 use etemenanki_proto::codec::{DatagramCodec, FlowKind, ServerCore, ServerRequest, StreamCodec};
-use etemenanki_proto::{mux, shadowsocks, ss2022, trojan, vless, vmess, Address};
+use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess, Address};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
 
 use super::admission::Handshaking;
 use super::handshake::{handshake, open_and_relay, unspecified, Handshake};
 use super::refused::refused;
-use super::{datagrams, Member, Shared};
+use super::{datagrams, mux, Member, Shared};
 use crate::framed::Framed;
 use crate::outbound::{TROJAN_BUF, VLESS_BUF, VMESS_BUF};
 use crate::stream_datagrams::StreamDatagrams;
@@ -111,7 +111,7 @@ pub async fn trojan(
 }
 
 pub async fn vless(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     client: Stream,
     peer: SocketAddr,
     admitted: Handshaking,
@@ -135,14 +135,10 @@ pub async fn vless(
                     let mut header = Vec::new();
                     request.on_connected(unspecified(), &mut header);
                     if request.is_mux() {
-                        // Mux.Cool's UDP sessions (XUDP): one association,
-                        // each packet with its address.
+                        // Mux.Cool: its TCP sessions, and its UDP sessions
+                        // (XUDP) in one association.
                         tracing::debug!("vless: a mux.cool stream from {peer}");
-                        let codec = mux::Server::new();
-                        relay_packets::<_, _, VLESS_BUF>(
-                            shared, client, peer, codec, &early, &header,
-                        )
-                        .await
+                        mux::serve::<_, VLESS_BUF>(shared, client, peer, &early, &header).await
                     } else {
                         let codec = request.datagrams();
                         relay_packets::<_, _, VLESS_BUF>(
@@ -158,7 +154,7 @@ pub async fn vless(
 }
 
 pub async fn vmess(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     client: Stream,
     peer: SocketAddr,
     admitted: Handshaking,
@@ -189,14 +185,14 @@ pub async fn vmess(
                     .await
                 }
                 FlowKind::Datagrams if request.is_mux() => {
-                    // Mux.Cool's UDP sessions (XUDP, as Xray's clients send
-                    // UDP) inside the VMess body stream: one association.
+                    // Mux.Cool inside the VMess body stream: its TCP
+                    // sessions (v2ray's mux), and its UDP sessions (XUDP,
+                    // as Xray's clients send UDP) in one association.
                     tracing::debug!("vmess: a mux.cool stream from {peer}");
                     let body = request.into_codec()?;
                     let framed =
                         Framed::<_, _, VMESS_BUF>::with_header(client, body, &early, &header);
-                    let codec = mux::Server::new();
-                    relay_packets::<_, _, VMESS_BUF>(shared, framed, peer, codec, &[], &[]).await
+                    mux::serve::<_, VMESS_BUF>(shared, framed, peer, &[], &[]).await
                 }
                 FlowKind::Datagrams => {
                     let codec = request.into_datagrams()?;

@@ -1,0 +1,688 @@
+//! A Mux.Cool connection (VLESS's and VMess's mux command): one task reads
+//! the client's frames and writes this side's, and each session is served
+//! like any accepted flow. A TCP session is a [`Session`] stream, routed
+//! by its target, dialed and relayed in a task of its own; the UDP
+//! sessions are one association ([`Datagrams`]), started on the first
+//! packet, each packet routed by the fan-out. Every session's task lives
+//! in the connection's task and shares its admission: when the connection
+//! ends, they all end.
+//!
+//! - Reading: frames are read into a buffer of `BUF` bytes (a frame longer
+//!   fails the connection) and their data copied into the session's
+//!   buffer. A session that has not taken its bytes stalls the reading,
+//!   as v2ray's does: Mux.Cool has no flow control of its own, and nothing
+//!   is buffered without bound or dropped.
+//! - Writing: each session's bytes go out in keep frames, in turn, the end
+//!   frame after its last ones; a UDP reply in a keep frame of the session
+//!   that asked; end frames owed in answer to the client's frames.
+//! - Ends: the client's end frame shuts the target's write side; the
+//!   target's end sends the session's end frame (with the error bit when
+//!   the session failed, a dial for one). The client's stream ending is
+//!   every session's end from the client; the connection ends when its
+//!   sessions have, or once nothing moved for the relay's idle timeout.
+
+mod datagrams;
+mod hub;
+mod session;
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::pin::{pin, Pin};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use etemenanki_proto::codec::{FlowKind, ServerRequest};
+use etemenanki_proto::mux::{Event, Key, Server, Step, DATA_HEADER_LEN, END_LEN, REPLY_HEADROOM};
+use etemenanki_proto::Address;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::handshake::open_and_relay;
+use super::Shared;
+use crate::buffers;
+use datagrams::Datagrams;
+use hub::{lock, Hub, Slot};
+use session::Session;
+
+/// Frames handled in one poll before yielding to the rest of the runtime.
+const STEPS_PER_POLL: u32 = 32;
+
+/// The most end frames sent in one write.
+const CONTROL_FRAMES: usize = 8;
+
+/// Serves the Mux.Cool stream `client` after `header` (the server's
+/// answer, if it is sent in clear); `early` is what the client sent after
+/// its request, the first frames.
+pub async fn serve<S, const BUF: usize>(
+    shared: &Arc<Shared>,
+    mut client: S,
+    peer: SocketAddr,
+    early: &[u8],
+    header: &[u8],
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if !header.is_empty() {
+        client.write_all(header).await?;
+        client.flush().await?;
+    }
+    if early.len() > BUF {
+        return Err(frame_too_large());
+    }
+    let mut conn = Connection::<S, BUF> {
+        shared: shared.clone(),
+        peer,
+        client,
+        server: Server::new(),
+        hub: Arc::new(Mutex::new(Hub::default())),
+        tasks: JoinSet::new(),
+        read: None,
+        filled: 0..0,
+        pending: None,
+        eof: false,
+        sending: None,
+        unflushed: false,
+    };
+    if !early.is_empty() {
+        let mut buf = buffers::take(BUF);
+        buf[..early.len()].copy_from_slice(early);
+        conn.read = Some(buf);
+        conn.filled = 0..early.len();
+    }
+    let idle = shared.limits.load().relay_idle_timeout;
+    let mut last = Instant::now();
+    let mut sleep = pin!(tokio::time::sleep_until(last + idle));
+    poll_fn(|cx| {
+        let mut steps = 0;
+        loop {
+            let moved = match conn.poll_step(cx) {
+                Poll::Ready(Ok(moved)) => moved,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => false,
+            };
+            if conn.finished() {
+                return Poll::Ready(Ok(()));
+            }
+            if !moved {
+                break;
+            }
+            last = Instant::now();
+            steps += 1;
+            if steps == STEPS_PER_POLL {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+        while sleep.as_mut().poll(cx).is_ready() {
+            if last.elapsed() >= idle {
+                return Poll::Ready(Ok(()));
+            }
+            sleep.as_mut().reset(last + idle);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+fn frame_too_large() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "upstream frame larger than the client runtime's buffer",
+    )
+}
+
+/// A frame's data waiting for its session to take it: where it lies in
+/// the read buffer.
+enum Pending {
+    Tcp { slot: usize, data: Range<usize> },
+    Udp { to: Address, data: Range<usize> },
+}
+
+/// What is being written to the client.
+enum Sending {
+    /// A keep frame of the session in `slot`, in its own buffer.
+    Session {
+        slot: usize,
+        buf: Box<[u8]>,
+        at: Range<usize>,
+    },
+    /// A UDP reply's keep frame.
+    Udp { buf: Box<[u8]>, at: Range<usize> },
+    /// End frames.
+    Control {
+        bytes: [u8; END_LEN * CONTROL_FRAMES],
+        at: Range<usize>,
+    },
+}
+
+impl Sending {
+    fn rest(&self) -> &[u8] {
+        match self {
+            Sending::Session { buf, at, .. } | Sending::Udp { buf, at } => &buf[at.clone()],
+            Sending::Control { bytes, at } => &bytes[at.clone()],
+        }
+    }
+
+    fn advance(&mut self, n: usize) {
+        match self {
+            Sending::Session { at, .. } | Sending::Udp { at, .. } | Sending::Control { at, .. } => {
+                at.start += n
+            }
+        }
+    }
+}
+
+struct Connection<S, const BUF: usize> {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    client: S,
+    server: Server,
+    hub: Arc<Mutex<Hub>>,
+    tasks: JoinSet<()>,
+    /// Bytes read, `read[filled]` not yet taken.
+    read: Option<Box<[u8]>>,
+    filled: Range<usize>,
+    pending: Option<Pending>,
+    /// The client ended its stream.
+    eof: bool,
+    sending: Option<Sending>,
+    unflushed: bool,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
+    /// Moves what can move: `Ready(Ok(true))` when something did.
+    fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        {
+            let mut hub = lock(&self.hub);
+            if !hub.mux.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                hub.mux = Some(cx.waker().clone());
+            }
+        }
+        let mut moved = false;
+        while let Poll::Ready(Some(_)) = self.tasks.poll_join_next(cx) {}
+        match self.poll_write(cx) {
+            Poll::Ready(Ok(wrote)) => moved |= wrote,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+        match self.poll_read(cx) {
+            Poll::Ready(Ok(())) => moved = true,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+        Poll::Ready(Ok(moved))
+    }
+
+    /// Whether the client ended and every session with it.
+    fn finished(&self) -> bool {
+        if !self.eof || self.sending.is_some() || self.server.owes() {
+            return false;
+        }
+        let hub = lock(&self.hub);
+        !hub.udp.running && hub.udp.down.is_none() && hub.slots.iter().all(Option::is_none)
+    }
+
+    /// Writes what there is to send; `Ready(Ok(true))` when bytes went,
+    /// `Ready(Ok(false))` when there was nothing.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        let mut wrote = false;
+        loop {
+            if let Some(sending) = &mut self.sending {
+                while !sending.rest().is_empty() {
+                    let n = match Pin::new(&mut self.client).poll_write(cx, sending.rest()) {
+                        Poll::Ready(n) => n?,
+                        Poll::Pending if wrote => return Poll::Ready(Ok(true)),
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    if n == 0 {
+                        return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                    }
+                    sending.advance(n);
+                    wrote = true;
+                }
+                self.unflushed = true;
+                if let Some(sent) = self.sending.take() {
+                    self.sent(sent);
+                }
+            }
+            self.sending = self.next();
+            if self.sending.is_none() {
+                break;
+            }
+        }
+        if self.unflushed {
+            match Pin::new(&mut self.client).poll_flush(cx) {
+                Poll::Ready(flushed) => flushed?,
+                Poll::Pending if wrote => return Poll::Ready(Ok(true)),
+                Poll::Pending => return Poll::Pending,
+            }
+            self.unflushed = false;
+        }
+        Poll::Ready(Ok(wrote))
+    }
+
+    /// Gives back what a frame was sent from.
+    fn sent(&mut self, sent: Sending) {
+        match sent {
+            Sending::Session { slot: at, buf, .. } => {
+                buffers::give(buf);
+                let mut hub = lock(&self.hub);
+                let Some(slot) = hub.slot(at) else { return };
+                slot.sending = false;
+                slot.down_len = 0;
+                if let Some(writer) = slot.writer.take() {
+                    writer.wake();
+                }
+                if slot.shut || slot.dropped || slot.aborted {
+                    hub.queue(at);
+                }
+            }
+            Sending::Udp { buf, .. } => {
+                buffers::give(buf);
+                if let Some(writer) = lock(&self.hub).udp.writer.take() {
+                    writer.wake();
+                }
+            }
+            Sending::Control { .. } => {}
+        }
+    }
+
+    /// The next frame to send: end frames owed first, then the sessions'
+    /// frames in turn, then a UDP reply.
+    fn next(&mut self) -> Option<Sending> {
+        if self.server.owes() {
+            let mut bytes = [0u8; END_LEN * CONTROL_FRAMES];
+            let n = self.server.write_owed(&mut bytes);
+            return Some(Sending::Control { bytes, at: 0..n });
+        }
+        let mut hub = lock(&self.hub);
+        while let Some(at) = hub.ready.pop_front() {
+            let Some(slot) = hub.slot(at) else { continue };
+            slot.queued = false;
+            if slot.sending {
+                continue;
+            }
+            let key = slot.key;
+            if slot.aborted {
+                slot.release();
+                if slot.dropped {
+                    hub.slots[at] = None;
+                }
+                continue;
+            }
+            if slot.down_len > 0 {
+                let len = slot.down_len;
+                let header = u16::try_from(len)
+                    .ok()
+                    .and_then(|len| self.server.data_header(key, len));
+                let (Some(header), Some(mut buf)) = (header, slot.down.take()) else {
+                    slot.release();
+                    continue;
+                };
+                buf[..DATA_HEADER_LEN].copy_from_slice(&header);
+                slot.sending = true;
+                return Some(Sending::Session {
+                    slot: at,
+                    buf,
+                    at: 0..DATA_HEADER_LEN + len,
+                });
+            }
+            let end = (slot.shut || slot.dropped) && !slot.end_sent;
+            let error = !slot.shut;
+            slot.end_sent |= end;
+            if slot.dropped {
+                slot.release();
+                hub.slots[at] = None;
+            }
+            let frame = if end {
+                self.server.end(key, error)
+            } else {
+                None
+            };
+            if hub.slots.get(at).is_some_and(Option::is_none) {
+                self.server.closed(key);
+            }
+            if let Some(frame) = frame {
+                let mut bytes = [0u8; END_LEN * CONTROL_FRAMES];
+                bytes[..END_LEN].copy_from_slice(&frame);
+                return Some(Sending::Control {
+                    bytes,
+                    at: 0..END_LEN,
+                });
+            }
+        }
+        let (mut buf, len, source) = hub.udp.down.take()?;
+        drop(hub);
+        match self
+            .server
+            .seal_reply(&mut buf[..REPLY_HEADROOM + len], len, &source)
+        {
+            Ok(at) if !at.is_empty() => Some(Sending::Udp { buf, at }),
+            // No UDP session left to take it: dropped, as UDP may.
+            _ => {
+                buffers::give(buf);
+                if let Some(writer) = lock(&self.hub).udp.writer.take() {
+                    writer.wake();
+                }
+                None
+            }
+        }
+    }
+
+    /// Reads and takes frames until a session stalls them or the client
+    /// has nothing more now; `Ready(Ok)` when something was taken.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut took = false;
+        loop {
+            if let Some(pending) = self.pending.take() {
+                if let Some(pending) = self.deliver(pending) {
+                    self.pending = Some(pending);
+                    return if took {
+                        Poll::Ready(Ok(()))
+                    } else {
+                        Poll::Pending
+                    };
+                }
+                took = true;
+            }
+            if self.eof {
+                return Poll::Pending;
+            }
+            if let Some(read) = &self.read {
+                if let Some(step) = self.server.open_frame(&read[self.filled.clone()])? {
+                    if step.consumed == 0 || step.consumed > self.filled.len() {
+                        return Poll::Ready(Err(io::Error::other(
+                            "mux: a frame of an impossible length",
+                        )));
+                    }
+                    let base = self.filled.start;
+                    self.filled.start += step.consumed;
+                    self.take(step, base);
+                    took = true;
+                    // What the frame owes is written before more is read.
+                    if self.server.owes() {
+                        return Poll::Ready(Ok(()));
+                    }
+                    continue;
+                }
+            }
+            match self.poll_fill(cx) {
+                Poll::Ready(Ok(true)) => {}
+                Poll::Ready(Ok(false)) => {
+                    self.client_ended();
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if took => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Reads more behind what is held; `Ready(Ok(false))` at the client's
+    /// end of stream between two frames.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        let buf = self.read.get_or_insert_with(|| buffers::take(BUF));
+        if self.filled.is_empty() {
+            self.filled = 0..0;
+        } else if self.filled.end == BUF {
+            if self.filled.start == 0 {
+                return Poll::Ready(Err(frame_too_large()));
+            }
+            buf.copy_within(self.filled.clone(), 0);
+            self.filled = 0..self.filled.len();
+        }
+        let mut read = ReadBuf::new(&mut buf[self.filled.end..]);
+        match Pin::new(&mut self.client).poll_read(cx, &mut read) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {
+                if self.filled.is_empty() {
+                    if let Some(buf) = self.read.take() {
+                        buffers::give(buf);
+                    }
+                }
+                return Poll::Pending;
+            }
+        }
+        let n = read.filled().len();
+        if n == 0 {
+            if !self.filled.is_empty() {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "mux: the client closed inside a frame",
+                )));
+            }
+            return Poll::Ready(Ok(false));
+        }
+        self.filled.end += n;
+        Poll::Ready(Ok(true))
+    }
+
+    /// The client's stream ended: so did every session's bytes from it.
+    fn client_ended(&mut self) {
+        self.eof = true;
+        if let Some(buf) = self.read.take() {
+            buffers::give(buf);
+        }
+        let mut hub = lock(&self.hub);
+        for slot in hub.slots.iter_mut().flatten() {
+            slot.up_end = true;
+            if let Some(reader) = slot.reader.take() {
+                reader.wake();
+            }
+        }
+        hub.udp.ended = true;
+        for waker in [hub.udp.reader.take(), hub.udp.writer.take()]
+            .into_iter()
+            .flatten()
+        {
+            waker.wake();
+        }
+    }
+
+    /// Does what a frame read at `base` in the read buffer asks.
+    fn take(&mut self, step: Step, base: usize) {
+        let data = base + step.data.start..base + step.data.end;
+        if let Some(key) = step.aborted {
+            self.abort(key);
+        }
+        self.pending = match step.event {
+            Event::Nothing => None,
+            Event::Open { key, target } => {
+                let slot = self.open(key, target);
+                Some(Pending::Tcp { slot, data })
+            }
+            Event::Data { key } => {
+                find(&lock(&self.hub), key).map(|slot| Pending::Tcp { slot, data })
+            }
+            Event::End { key } => {
+                let mut hub = lock(&self.hub);
+                if let Some(slot) = find(&hub, key).and_then(|at| hub.slot(at)) {
+                    slot.up_end = true;
+                    if let Some(reader) = slot.reader.take() {
+                        reader.wake();
+                    }
+                }
+                None
+            }
+            Event::Packet { peer } => Some(Pending::Udp { to: peer, data }),
+        };
+    }
+
+    /// Drops a session the client aborted: its task is cancelled, its
+    /// bytes are dropped, and nothing more of it is sent.
+    fn abort(&mut self, key: Key) {
+        let mut hub = lock(&self.hub);
+        let Some(at) = find(&hub, key) else {
+            return;
+        };
+        if let Some(slot) = hub.slot(at) {
+            slot.aborted = true;
+            if !slot.sending {
+                slot.release();
+            }
+            if let Some(task) = slot.task.take() {
+                task.abort();
+            }
+            for waker in [slot.reader.take(), slot.writer.take()]
+                .into_iter()
+                .flatten()
+            {
+                waker.wake();
+            }
+        }
+        hub.queue(at);
+    }
+
+    /// A new TCP session to `target`: its stream, served in a task of its
+    /// own like any accepted flow.
+    fn open(&mut self, key: Key, target: Address) -> usize {
+        let mut hub = lock(&self.hub);
+        let at = match hub.slots.iter().position(Option::is_none) {
+            Some(at) => at,
+            None => {
+                hub.slots.push(None);
+                hub.slots.len() - 1
+            }
+        };
+        hub.slots[at] = Some(Slot::new(key));
+        drop(hub);
+        tracing::debug!("mux: a tcp session to {target} from {}", self.peer);
+        let stream = Session::new(self.hub.clone(), at);
+        let shared = self.shared.clone();
+        let peer = self.peer;
+        let task = self.tasks.spawn(async move {
+            let request = Target(target);
+            if let Err(e) = open_and_relay(&shared, stream, peer, &request, Vec::new()).await {
+                tracing::debug!("mux session to {} from {peer} ended: {e}", request.0);
+            }
+        });
+        if let Some(slot) = lock(&self.hub).slot(at) {
+            slot.task = Some(task);
+        }
+        at
+    }
+
+    /// Hands a frame's data to its session; what the session cannot take
+    /// yet comes back, still pending.
+    fn deliver(&mut self, pending: Pending) -> Option<Pending> {
+        let Some(read) = &self.read else {
+            return None;
+        };
+        match pending {
+            Pending::Tcp { slot: at, data } => {
+                let mut hub = lock(&self.hub);
+                let Some(slot) = hub.slot(at) else {
+                    return None;
+                };
+                if slot.aborted || slot.dropped || slot.up_end || data.is_empty() {
+                    return None;
+                }
+                let up = slot
+                    .up
+                    .get_or_insert_with(|| buffers::take(hub::SESSION_BUF));
+                if slot.up_at.is_empty() {
+                    slot.up_at = 0..0;
+                } else if slot.up_at.end == up.len() {
+                    up.copy_within(slot.up_at.clone(), 0);
+                    slot.up_at = 0..slot.up_at.len();
+                }
+                let n = data.len().min(up.len() - slot.up_at.end);
+                up[slot.up_at.end..slot.up_at.end + n]
+                    .copy_from_slice(&read[data.start..data.start + n]);
+                slot.up_at.end += n;
+                if n > 0 {
+                    if let Some(reader) = slot.reader.take() {
+                        reader.wake();
+                    }
+                }
+                if n == data.len() {
+                    return None;
+                }
+                // Set under the lock the session takes to drain, so its
+                // wake is not missed.
+                hub.stalled = true;
+                Some(Pending::Tcp {
+                    slot: at,
+                    data: data.start + n..data.end,
+                })
+            }
+            Pending::Udp { to, data } => {
+                let mut hub = lock(&self.hub);
+                if hub.udp.up.is_some() {
+                    hub.stalled = true;
+                    return Some(Pending::Udp { to, data });
+                }
+                if data.len() > BUF {
+                    return None;
+                }
+                let mut packet = buffers::take(BUF);
+                packet[..data.len()].copy_from_slice(&read[data.clone()]);
+                hub.udp.up = Some((packet, data.len(), to));
+                if let Some(reader) = hub.udp.reader.take() {
+                    reader.wake();
+                }
+                if !hub.udp.running {
+                    hub.udp.running = true;
+                    drop(hub);
+                    let link = Datagrams::<BUF>::new(self.hub.clone());
+                    let shared = self.shared.clone();
+                    let source = self.peer.ip();
+                    self.tasks.spawn(async move {
+                        if let Err(e) = super::datagrams::relay(&shared, link, source).await {
+                            tracing::debug!("mux udp from {source} ended: {e}");
+                        }
+                    });
+                }
+                None
+            }
+        }
+    }
+}
+
+impl<S, const BUF: usize> Drop for Connection<S, BUF> {
+    fn drop(&mut self) {
+        lock(&self.hub).end();
+        for buf in [self.read.take()].into_iter().flatten() {
+            buffers::give(buf);
+        }
+        match self.sending.take() {
+            Some(Sending::Session { buf, .. } | Sending::Udp { buf, .. }) => buffers::give(buf),
+            _ => {}
+        }
+    }
+}
+
+/// The slot of TCP session `key`.
+fn find(hub: &Hub, key: Key) -> Option<usize> {
+    hub.slots
+        .iter()
+        .position(|s| s.as_ref().is_some_and(|s| s.key == key))
+}
+
+/// A TCP session's request: its target, answered by nothing but its
+/// frames (a failed dial ends it with the error bit).
+struct Target(Address);
+
+impl ServerRequest for Target {
+    fn destination(&self) -> &Address {
+        &self.0
+    }
+
+    fn kind(&self) -> FlowKind {
+        FlowKind::Stream
+    }
+
+    fn first_bytes(&self) -> &[u8] {
+        &[]
+    }
+
+    fn on_connected(&self, _bound: SocketAddr, _out: &mut Vec<u8>) {}
+
+    fn on_connect_failed(&self, _error: io::ErrorKind, _out: &mut Vec<u8>) {}
+}
