@@ -313,7 +313,7 @@ impl Sub {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashMap;
     use std::future::poll_fn;
     use std::net::SocketAddr;
@@ -339,7 +339,7 @@ mod tests {
 
     /// A plane with outbounds `o0..o<n>`, the i-th of `outbounds` reached
     /// by destination port `ports[i]`; the default is `o0`.
-    fn plane(outbounds: &[(OutboundProtocol, u16)]) -> Arc<ArcSwap<Plane>> {
+    pub(crate) fn plane(outbounds: &[(OutboundProtocol, u16)]) -> Arc<ArcSwap<Plane>> {
         let dns = crate::dns::no_servers();
         let dialer = Dialer::new(
             SocketPolicy::default(),

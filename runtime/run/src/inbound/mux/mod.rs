@@ -577,9 +577,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
         match pending {
             Pending::Tcp { slot: at, data } => {
                 let mut hub = lock(&self.hub);
-                let Some(slot) = hub.slot(at) else {
-                    return None;
-                };
+                let slot = hub.slot(at)?;
                 if slot.aborted || slot.dropped || slot.up_end || data.is_empty() {
                     return None;
                 }
@@ -648,12 +646,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
 impl<S, const BUF: usize> Drop for Connection<S, BUF> {
     fn drop(&mut self) {
         lock(&self.hub).end();
-        for buf in [self.read.take()].into_iter().flatten() {
+        if let Some(buf) = self.read.take() {
             buffers::give(buf);
         }
-        match self.sending.take() {
-            Some(Sending::Session { buf, .. } | Sending::Udp { buf, .. }) => buffers::give(buf),
-            _ => {}
+        if let Some(Sending::Session { buf, .. } | Sending::Udp { buf, .. }) = self.sending.take() {
+            buffers::give(buf);
         }
     }
 }
@@ -685,4 +682,289 @@ impl ServerRequest for Target {
     fn on_connected(&self, _bound: SocketAddr, _out: &mut Vec<u8>) {}
 
     fn on_connect_failed(&self, _error: io::ErrorKind, _out: &mut Vec<u8>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    use etemenanki_ir::spec::{
+        AddressFamily, InboundProtocol, InboundSpec, Limits, OutboundProtocol, SocketPolicy,
+    };
+    use etemenanki_proto::mux::MAX_SESSIONS;
+    use tokio::io::{duplex, AsyncReadExt, DuplexStream, ReadHalf, WriteHalf};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::dial::Dialer;
+    use crate::inbound::Inbound;
+
+    const BUF: usize = 16 * 1024;
+
+    /// An inbound's shared state, routing every flow to freedom.
+    fn shared() -> (Inbound, Arc<Shared>) {
+        let plane = crate::fanout::tests::plane(&[(
+            OutboundProtocol::Freedom {
+                address_family: AddressFamily::Auto,
+            },
+            1,
+        )]);
+        let limits = Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default()));
+        let spec = InboundSpec {
+            tag: "in".into(),
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            sniff: false,
+            protocol: InboundProtocol::Socks {
+                accounts: Vec::new(),
+                udp: false,
+                tls: None,
+            },
+        };
+        let dialer = Dialer::new(SocketPolicy::default(), limits.clone());
+        let inbound = Inbound::bind(&spec, limits, plane, dialer, None).unwrap();
+        let shared = inbound.shared.clone();
+        (inbound, shared)
+    }
+
+    /// A Mux.Cool connection served on its own task, and the client's end.
+    fn connection() -> (
+        Inbound,
+        ReadHalf<DuplexStream>,
+        WriteHalf<DuplexStream>,
+        tokio::task::JoinHandle<io::Result<()>>,
+    ) {
+        let (inbound, shared) = shared();
+        let (client, server) = duplex(64 * 1024);
+        let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
+        let served =
+            tokio::spawn(async move { serve::<_, BUF>(&shared, server, peer, &[], &[]).await });
+        let (read, write) = tokio::io::split(client);
+        (inbound, read, write, served)
+    }
+
+    /// A loopback echo server that half-closes after the client does.
+    async fn echo() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let (mut read, mut write) = socket.split();
+                    tokio::io::copy(&mut read, &mut write).await.ok();
+                    write.shutdown().await.ok();
+                });
+            }
+        });
+        addr
+    }
+
+    fn target(addr: SocketAddr) -> Vec<u8> {
+        let SocketAddr::V4(addr) = addr else {
+            panic!("ipv4")
+        };
+        let mut out = addr.port().to_be_bytes().to_vec();
+        out.push(1);
+        out.extend_from_slice(&addr.ip().octets());
+        out
+    }
+
+    fn frame(session: u16, meta: &[u8], data: Option<&[u8]>) -> Vec<u8> {
+        let mut out = ((2 + meta.len()) as u16).to_be_bytes().to_vec();
+        out.extend_from_slice(&session.to_be_bytes());
+        out.extend_from_slice(meta);
+        if let Some(data) = data {
+            out.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    fn new_tcp(session: u16, to: SocketAddr) -> Vec<u8> {
+        frame(session, &[&[1, 0, 1][..], &target(to)].concat(), None)
+    }
+
+    fn keep(session: u16, data: &[u8]) -> Vec<u8> {
+        frame(session, &[2, 1], Some(data))
+    }
+
+    fn end(session: u16) -> Vec<u8> {
+        frame(session, &[3, 0], None)
+    }
+
+    /// One frame from the server: its session, status, option and data.
+    async fn read_frame(read: &mut ReadHalf<DuplexStream>) -> (u16, u8, u8, Vec<u8>) {
+        let mut len = [0u8; 2];
+        read.read_exact(&mut len).await.unwrap();
+        let mut meta = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        read.read_exact(&mut meta).await.unwrap();
+        let mut data = Vec::new();
+        if meta[3] & 1 != 0 {
+            read.read_exact(&mut len).await.unwrap();
+            data = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            read.read_exact(&mut data).await.unwrap();
+        }
+        (
+            u16::from_be_bytes([meta[0], meta[1]]),
+            meta[2],
+            meta[3],
+            data,
+        )
+    }
+
+    fn pattern(len: usize, seed: usize) -> Vec<u8> {
+        (0..len).map(|i| ((i * 7 + seed) % 251) as u8).collect()
+    }
+
+    async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(20), future)
+            .await
+            .unwrap_or_else(|_| panic!("{what} within 20 s"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_tcp_sessions_relay_a_mib_each_way_and_end_as_v2ray_does() {
+        const SESSIONS: u16 = 4;
+        const LEN: usize = (1 << 20) + 123;
+        let (_inbound, mut read, mut write, served) = connection();
+        let echo = echo().await;
+        let writer = tokio::spawn(async move {
+            for id in 1..=SESSIONS {
+                write.write_all(&new_tcp(id, echo)).await.unwrap();
+            }
+            // Interleaved, 8 KiB a frame, as v2ray writes them; then each
+            // session's end.
+            let data: Vec<_> = (1..=SESSIONS).map(|id| pattern(LEN, id.into())).collect();
+            for at in (0..LEN).step_by(8192) {
+                for id in 1..=SESSIONS {
+                    let chunk = &data[usize::from(id - 1)][at..(at + 8192).min(LEN)];
+                    write.write_all(&keep(id, chunk)).await.unwrap();
+                }
+            }
+            for id in 1..=SESSIONS {
+                write.write_all(&end(id)).await.unwrap();
+            }
+            write
+        });
+        let mut got = vec![Vec::new(); usize::from(SESSIONS)];
+        let mut ended = 0;
+        within("every echo and end", async {
+            while ended < SESSIONS {
+                let (id, status, option, data) = read_frame(&mut read).await;
+                let at = usize::from(id - 1);
+                match status {
+                    2 => got[at].extend_from_slice(&data),
+                    3 => {
+                        assert_eq!(option, 0, "session {id} ended without error");
+                        assert_eq!(got[at].len(), LEN, "session {id}: its end after its bytes");
+                        ended += 1;
+                    }
+                    other => panic!("status {other}"),
+                }
+            }
+        })
+        .await;
+        for id in 1..=SESSIONS {
+            assert!(
+                got[usize::from(id - 1)] == pattern(LEN, id.into()),
+                "session {id}"
+            );
+        }
+        // The client's stream ending ends the connection, its sessions done.
+        writer.await.unwrap().shutdown().await.unwrap();
+        within("the connection's end", served)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn bad_frames_are_answered_or_fail_the_connection_and_never_hang_it() {
+        let (_inbound, mut read, mut write, served) = connection();
+        let echo = echo().await;
+        let closed = {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            listener.local_addr().unwrap()
+        };
+        // Data for a session never opened: an end frame.
+        write.write_all(&keep(9, b"orphan")).await.unwrap();
+        assert_eq!(read_frame(&mut read).await, (9, 3, 0, vec![]));
+        // A dial that fails: an end frame with the error bit.
+        write.write_all(&new_tcp(3, closed)).await.unwrap();
+        assert_eq!(
+            within("the refusal", read_frame(&mut read)).await,
+            (3, 3, 2, vec![])
+        );
+        // A new frame for an id in use replaces its session: the second
+        // one's echo comes back, under that id.
+        write.write_all(&new_tcp(5, echo)).await.unwrap();
+        write.write_all(&new_tcp(5, echo)).await.unwrap();
+        write.write_all(&keep(5, b"second")).await.unwrap();
+        write.write_all(&end(5)).await.unwrap();
+        assert_eq!(read_frame(&mut read).await, (5, 2, 1, b"second".to_vec()));
+        assert_eq!(read_frame(&mut read).await, (5, 3, 0, vec![]));
+        // A frame cut short by the client's end fails the connection.
+        let cut = keep(5, b"cut short");
+        write.write_all(&cut[..cut.len() - 2]).await.unwrap();
+        write.shutdown().await.unwrap();
+        let e = within("the failure", served).await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[tokio::test]
+    async fn a_session_past_the_limit_is_refused_and_the_others_go_on() {
+        let (_inbound, mut read, mut write, _served) = connection();
+        let echo = echo().await;
+        for id in 0..=MAX_SESSIONS as u16 {
+            write.write_all(&new_tcp(id, echo)).await.unwrap();
+        }
+        let limit = MAX_SESSIONS as u16;
+        assert_eq!(read_frame(&mut read).await, (limit, 3, 2, vec![]));
+        write.write_all(&keep(0, b"still here")).await.unwrap();
+        write.write_all(&end(0)).await.unwrap();
+        assert_eq!(
+            within("the echo", read_frame(&mut read)).await,
+            (0, 2, 1, b"still here".to_vec())
+        );
+        assert_eq!(read_frame(&mut read).await, (0, 3, 0, vec![]));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_target_that_reads_late_stalls_the_connection_and_loses_nothing() {
+        const LEN: usize = 8 << 20;
+        let (_inbound, mut read, mut write, _served) = connection();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let slow = listener.local_addr().unwrap();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let sink = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            released.await.unwrap();
+            let mut got = Vec::new();
+            socket.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let data = pattern(LEN, 3);
+        let sent = data.clone();
+        let writer = tokio::spawn(async move {
+            write.write_all(&new_tcp(1, slow)).await.unwrap();
+            for chunk in sent.chunks(8192) {
+                write.write_all(&keep(1, chunk)).await.unwrap();
+            }
+            write.write_all(&end(1)).await.unwrap();
+            write
+        });
+        // Far more than the connection's buffers hold waits for the
+        // target, which only then reads it all.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        let got = within("the target's bytes", sink).await.unwrap();
+        assert!(got == data, "{} bytes of {LEN} arrived", got.len());
+        // The target closed: the session's end.
+        assert_eq!(
+            within("the end", read_frame(&mut read)).await,
+            (1, 3, 0, vec![])
+        );
+        drop(writer.await.unwrap());
+    }
 }

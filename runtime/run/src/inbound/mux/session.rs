@@ -149,3 +149,87 @@ impl Drop for Session {
         hub.queue(at);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use etemenanki_proto::mux::Server;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::inbound::mux::hub::Slot;
+
+    /// A hub with one TCP session's slot, and that session's stream.
+    fn session() -> (Arc<Mutex<Hub>>, Session) {
+        let mut server = Server::new();
+        let mut open = vec![0, 12, 0, 1, 1, 0, 1, 0, 80, 1, 192, 0, 2, 1];
+        open[1] = (open.len() - 2) as u8;
+        let step = server.open_frame(&open).unwrap().unwrap();
+        let etemenanki_proto::mux::Event::Open { key, .. } = step.event else {
+            panic!("an open")
+        };
+        let hub = Arc::new(Mutex::new(Hub::default()));
+        lock(&hub).slots.push(Some(Slot::new(key)));
+        (hub.clone(), Session::new(hub, 0))
+    }
+
+    #[tokio::test]
+    async fn a_session_holds_a_buffer_only_while_its_bytes_wait() {
+        let (hub, mut session) = session();
+        {
+            let mut hub = lock(&hub);
+            let slot = hub.slot(0).unwrap();
+            assert!(slot.up.is_none() && slot.down.is_none(), "idle: no buffer");
+            let mut up = buffers::take(SESSION_BUF);
+            up[..5].copy_from_slice(b"hello");
+            slot.up = Some(up);
+            slot.up_at = 0..5;
+        }
+        let mut got = [0u8; 3];
+        session.read_exact(&mut got).await.unwrap();
+        assert!(lock(&hub).slot(0).unwrap().up.is_some(), "two bytes left");
+        session.read_exact(&mut got[..2]).await.unwrap();
+        assert!(
+            lock(&hub).slot(0).unwrap().up.is_none(),
+            "drained: given back"
+        );
+
+        // Writes fill one frame's worth, then wait for it to be sent.
+        let big = vec![7u8; SESSION_DATA + 10];
+        let n = poll_fn(|cx| Pin::new(&mut session).poll_write(cx, &big))
+            .await
+            .unwrap();
+        assert_eq!(n, SESSION_DATA);
+        {
+            let hub = lock(&hub);
+            assert_eq!(hub.ready, [0], "queued once for the connection's task");
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(Pin::new(&mut session)
+            .poll_write(&mut cx, b"x")
+            .is_pending());
+        {
+            // The connection's task sends the bytes and gives the buffer
+            // back.
+            let mut hub = lock(&hub);
+            let slot = hub.slot(0).unwrap();
+            let down = slot.down.take().unwrap();
+            buffers::give(down);
+            slot.down_len = 0;
+        }
+        session.write_all(b"x").await.unwrap();
+        session.shutdown().await.unwrap();
+        let slot_state = {
+            let mut hub = lock(&hub);
+            let slot = hub.slot(0).unwrap();
+            (slot.down_len, slot.shut)
+        };
+        assert_eq!(slot_state, (1, true));
+        // The client's end is the session's end of stream.
+        lock(&hub).slot(0).unwrap().up_end = true;
+        assert_eq!(session.read(&mut got).await.unwrap(), 0);
+        drop(session);
+        assert!(lock(&hub).slot(0).unwrap().dropped);
+    }
+}
