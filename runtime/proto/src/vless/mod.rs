@@ -2,7 +2,8 @@
 //! server puts in front of its first bytes, the length-prefixed UDP
 //! packets of a UDP request, and the server core ([`server`]), which also
 //! takes the mux command: a Mux.Cool stream ([`crate::mux`]), as sing-box
-//! and Xray clients send UDP.
+//! and Xray clients send UDP, and v2ray and Xray clients with mux enabled
+//! send every flow.
 //!
 //! Request: version 0, the 16-byte user id, an addons length of 0 (no
 //! addons), the command (1 TCP, 2 UDP, 3 mux), the port big-endian, then

@@ -1,7 +1,7 @@
 //! The VLESS server core: the request header (version, user id, addons,
 //! command, port and address) opens a TCP stream or UDP packets to one
 //! target, or, with the mux command and no address, a Mux.Cool stream of
-//! UDP sessions ([`crate::mux`]); the response header (version, no addons)
+//! TCP and UDP sessions ([`crate::mux`]); the response header (version, no addons)
 //! is staged on connected.
 //!
 //! A client with another version or an unknown id is refused silently, so
@@ -45,7 +45,7 @@ pub struct Request {
     /// The stream's destination, or the one target of every UDP packet;
     /// `v1.mux.cool` for a Mux.Cool stream, as Xray names it.
     target: Address,
-    /// The stream is Mux.Cool: its packets carry their own addresses.
+    /// The stream is Mux.Cool: sessions, each with its own target.
     mux: bool,
     /// The user's id.
     user: [u8; 16],
@@ -57,8 +57,8 @@ impl Request {
         &self.user
     }
 
-    /// Whether the stream after the header is Mux.Cool, to be framed by
-    /// [`crate::mux::Server`] rather than [`Request::datagrams`].
+    /// Whether the stream after the header is Mux.Cool, whose frames
+    /// [`crate::mux::Server`] reads, rather than [`Request::datagrams`].
     pub fn is_mux(&self) -> bool {
         self.mux
     }

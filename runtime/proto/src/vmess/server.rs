@@ -6,7 +6,8 @@
 //! 2. the sealed length and the sealed header are opened with that user's
 //!    command key; the header names the body security, the options, the
 //!    command and the target (none for the mux command: a Mux.Cool stream,
-//!    what Xray's clients send UDP as);
+//!    what Xray's clients send UDP as, and clients with mux enabled every
+//!    flow);
 //! 3. the auth id is accepted by the filter (once: a second connection
 //!    with it is a replay) and the request opens.
 //!
@@ -83,8 +84,8 @@ pub struct Request {
     kind: FlowKind,
     /// The destination; `v1.mux.cool` for a Mux.Cool stream.
     target: Address,
-    /// The body is a stream of Mux.Cool frames, whose packets carry their
-    /// own addresses.
+    /// The body is a stream of Mux.Cool frames: sessions, each with its
+    /// own target.
     mux: bool,
     session: Session,
     layout: Layout,
@@ -127,7 +128,7 @@ impl Request {
     }
 
     /// Whether the body is Mux.Cool: a stream ([`Request::into_codec`])
-    /// whose bytes [`crate::mux::Server`] frames into packets.
+    /// whose frames [`crate::mux::Server`] reads.
     pub fn is_mux(&self) -> bool {
         self.mux
     }
