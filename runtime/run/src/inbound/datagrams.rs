@@ -1,8 +1,9 @@
 //! A UDP association whose client side is a [`DatagramLink`]: packets
-//! inside the client's stream (Trojan, VLESS, VMess), each routed by the
-//! fan-out, replies sealed back to the client with their source. It lives
-//! as long as the client's stream, or until nothing moves for the idle
-//! timeout.
+//! inside the client's stream (Trojan, VLESS, VMess, a Mux.Cool session),
+//! each routed by the fan-out, replies sealed back to the client with their
+//! source. It lives as long as the client's stream, or until nothing moves
+//! for the idle timeout. Each direction holds a buffer only while a packet
+//! waits in it: an idle association holds none.
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -16,6 +17,7 @@ use tokio::io::ReadBuf;
 use tokio::time::Instant;
 
 use super::Shared;
+use crate::buffers;
 use crate::fanout::FanOut;
 use crate::outbound::DatagramLink;
 
@@ -32,10 +34,10 @@ pub async fn relay<L: DatagramLink>(shared: &Shared, client: L, source: IpAddr) 
             Some(source),
             limits.udp_max_sublinks as usize,
         ),
-        from_client: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+        from_client: None,
         destination: Address::Ip(std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
         outgoing: None,
-        to_client: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+        to_client: None,
         incoming: None,
     };
     let idle = limits.relay_idle_timeout;
@@ -59,16 +61,16 @@ pub async fn relay<L: DatagramLink>(shared: &Shared, client: L, source: IpAddr) 
     .await
 }
 
-/// Each direction holds at most one packet, in a buffer of its own, while
-/// its send is pending.
+/// Each direction holds at most one packet, in a buffer of its own taken
+/// for the receive and given back once the packet is sent.
 struct Association<L> {
     client: L,
     fanout: FanOut,
-    from_client: Box<[u8]>,
+    from_client: Option<Box<[u8]>>,
     /// The destination of the client's packet being sent, and its range.
     destination: Address,
     outgoing: Option<Range<usize>>,
-    to_client: Box<[u8]>,
+    to_client: Option<Box<[u8]>>,
     /// The reply being sent to the client: its source and range.
     incoming: Option<(Address, usize)>,
 }
@@ -78,10 +80,10 @@ impl<L: DatagramLink> Association<L> {
     /// ended or failed, which ends the association.
     fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut moved = false;
-        if let Some(range) = &self.outgoing {
+        if let (Some(range), Some(buf)) = (&self.outgoing, &self.from_client) {
             if self
                 .fanout
-                .poll_send_to(cx, &self.from_client[range.clone()], &self.destination)
+                .poll_send_to(cx, &buf[range.clone()], &self.destination)
                 .is_ready()
             {
                 self.outgoing = None;
@@ -89,22 +91,34 @@ impl<L: DatagramLink> Association<L> {
             }
         }
         if self.outgoing.is_none() {
-            let mut read = ReadBuf::new(&mut self.from_client);
-            if let Poll::Ready(received) = self.client.poll_recv_from(cx, &mut read) {
-                let n = read.filled().len();
-                self.destination = received?;
-                self.outgoing = Some(0..n);
-                moved = true;
+            let buf = self
+                .from_client
+                .get_or_insert_with(|| buffers::take(MAX_DATAGRAM));
+            let mut read = ReadBuf::new(buf);
+            match self.client.poll_recv_from(cx, &mut read) {
+                Poll::Ready(received) => {
+                    let n = read.filled().len();
+                    self.destination = received?;
+                    self.outgoing = Some(0..n);
+                    moved = true;
+                }
+                Poll::Pending => give(&mut self.from_client),
             }
         }
         if self.incoming.is_none() {
-            if let Poll::Ready((source, n)) = self.fanout.poll_recv_from(cx, &mut self.to_client) {
-                self.incoming = Some((source, n));
-                moved = true;
+            let buf = self
+                .to_client
+                .get_or_insert_with(|| buffers::take(MAX_DATAGRAM));
+            match self.fanout.poll_recv_from(cx, buf) {
+                Poll::Ready((source, n)) => {
+                    self.incoming = Some((source, n));
+                    moved = true;
+                }
+                Poll::Pending => give(&mut self.to_client),
             }
         }
-        if let Some((source, n)) = &self.incoming {
-            if let Poll::Ready(sent) = self.client.poll_send_to(cx, &self.to_client[..*n], source) {
+        if let (Some((source, n)), Some(buf)) = (&self.incoming, &self.to_client) {
+            if let Poll::Ready(sent) = self.client.poll_send_to(cx, &buf[..*n], source) {
                 sent?;
                 self.incoming = None;
                 moved = true;
@@ -115,5 +129,19 @@ impl<L: DatagramLink> Association<L> {
         } else {
             Poll::Pending
         }
+    }
+}
+
+/// Gives a direction's buffer back while it has no packet.
+fn give(buf: &mut Option<Box<[u8]>>) {
+    if let Some(buf) = buf.take() {
+        buffers::give(buf);
+    }
+}
+
+impl<L> Drop for Association<L> {
+    fn drop(&mut self) {
+        give(&mut self.from_client);
+        give(&mut self.to_client);
     }
 }
