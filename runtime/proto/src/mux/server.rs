@@ -16,10 +16,11 @@
 //!   target's end is sent back as an end frame, as v2ray does. A new frame
 //!   for an id in use replaces that session, which is dropped.
 //! - A new UDP session opens to its target; its packets go to the address
-//!   their keep frame names, or to the target. A reply goes back in the
-//!   session that last sent to its source, or else the one that sent
-//!   last, in a keep frame naming the source; with no UDP session open it
-//!   is dropped.
+//!   their keep frame names, or to the target. Each UDP session is an
+//!   association of its own, as v2ray and Xray dispatch each session on
+//!   its own, so two sessions sending to one destination each get their
+//!   own replies: a reply goes back in its session's keep frame naming its
+//!   source.
 //! - At most [`MAX_SESSIONS`] are open: a new UDP session past them ends
 //!   the UDP session that has gone longest without sending, as the
 //!   fan-out evicts its sub-links; a new TCP session past them, or a UDP
@@ -46,22 +47,19 @@ pub const MAX_SESSIONS: usize = 64;
 /// The most bytes a UDP reply's keep frame adds in front of its payload.
 pub const REPLY_HEADROOM: usize = KEEP_HEADER_MAX;
 
-/// The most destinations remembered for sending replies back in the
-/// session that asked.
-const MAX_ROUTES: usize = 4 * MAX_SESSIONS;
-
 /// The most answers owed at once; one past them is not sent (the client
 /// hears again with its next frame for that session).
 const MAX_OWED: usize = MAX_SESSIONS;
 
-/// A TCP session, as the runtime knows it: unique over the connection's
-/// life, where a wire id may be used again.
+/// A session, as the runtime knows it: unique over the connection's life,
+/// where a wire id may be used again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key(u64);
 
 enum Kind {
     Tcp(Key),
     Udp {
+        key: Key,
         target: Address,
         /// When it last sent, on the server's packet count.
         sent: u64,
@@ -71,12 +69,6 @@ enum Kind {
 struct Session {
     id: u16,
     kind: Kind,
-}
-
-/// The session that last sent to a destination.
-struct Route {
-    to: Address,
-    session: u16,
 }
 
 /// What a client's frame asks of the runtime.
@@ -93,8 +85,8 @@ pub enum Event {
     /// The client sends no more of TCP session `key`: shut the target's
     /// write side.
     End { key: Key },
-    /// The frame's data are a UDP packet to `peer`.
-    Packet { peer: Address },
+    /// The frame's data are a packet of UDP session `key` to `peer`.
+    Packet { key: Key, peer: Address },
 }
 
 /// One frame read.
@@ -105,9 +97,10 @@ pub struct Step {
     pub event: Event,
     /// Where the frame's data lie in the input (empty without data).
     pub data: Range<usize>,
-    /// A TCP session the frame ended abruptly (a new session took its id,
-    /// or the client ended it with the error bit): the runtime drops it and
-    /// sends nothing more of it.
+    /// A session the frame ended: a TCP session ended abruptly (a new
+    /// session took its id, or the client ended it with the error bit), or
+    /// a UDP session ended or evicted. The runtime drops it and sends
+    /// nothing more of it.
     pub aborted: Option<Key>,
 }
 
@@ -115,14 +108,11 @@ pub struct Step {
 #[derive(Default)]
 pub struct Server {
     sessions: Vec<Session>,
-    routes: Vec<Route>,
-    /// The route to overwrite next once `routes` is full.
-    next_route: usize,
     /// End frames owed: the session and whether it is refused.
     owed: Vec<(u16, bool)>,
     /// Packets opened so far.
     count: u64,
-    /// The key the next TCP session gets.
+    /// The key the next session gets.
     next_key: u64,
     /// Where a keep frame's head is built before it is put in place.
     scratch: Vec<u8>,
@@ -143,22 +133,28 @@ impl Server {
             .find(|s| matches!(s.kind, Kind::Tcp(k) if k == key))
     }
 
-    /// Takes session `id` out of the table; a TCP one is aborted.
+    fn new_key(&mut self) -> Key {
+        let key = Key(self.next_key);
+        self.next_key += 1;
+        key
+    }
+
+    /// Takes session `id` out of the table, ending it.
     fn take(&mut self, id: u16) -> Option<Key> {
         let at = self.position(id)?;
         match self.sessions.swap_remove(at).kind {
-            Kind::Tcp(key) => Some(key),
-            Kind::Udp { .. } => None,
+            Kind::Tcp(key) | Kind::Udp { key, .. } => Some(key),
         }
     }
 
-    /// Makes room for one more session; `false` when none can be made.
-    fn room(&mut self, udp: bool) -> bool {
+    /// Makes room for one more session; `Err` when none can be made, else
+    /// the UDP session evicted for it, if one was.
+    fn room(&mut self, udp: bool) -> Result<Option<Key>, ()> {
         if self.sessions.len() < MAX_SESSIONS {
-            return true;
+            return Ok(None);
         }
         if !udp {
-            return false;
+            return Err(());
         }
         let oldest = self
             .sessions
@@ -170,18 +166,17 @@ impl Server {
             })
             .min_by_key(|&(_, sent)| sent)
             .map(|(at, _)| at);
-        match oldest {
-            Some(at) => {
-                let evicted = self.sessions.swap_remove(at);
-                self.owe(evicted.id, false);
-                true
-            }
-            None => false,
+        let at = oldest.ok_or(())?;
+        let evicted = self.sessions.swap_remove(at);
+        self.owe(evicted.id, false);
+        match evicted.kind {
+            Kind::Udp { key, .. } | Kind::Tcp(key) => Ok(Some(key)),
         }
     }
 
     /// A new UDP session `id` to `target`; one already open there is only
-    /// pointed at the new target. Returns the TCP session it replaced.
+    /// pointed at the new target. Returns the session it ended: the one
+    /// that had the id, or the one evicted for it.
     fn open_udp(&mut self, id: u16, target: Address) -> Option<Key> {
         if let Some(Session {
             kind: Kind::Udp { target: old, .. },
@@ -191,31 +186,36 @@ impl Server {
             *old = target;
             return None;
         }
-        let aborted = self.take(id);
-        if self.room(true) {
-            self.sessions.push(Session {
-                id,
-                kind: Kind::Udp {
-                    target,
-                    sent: self.count,
-                },
-            });
-        } else {
-            self.owe(id, true);
+        let replaced = self.take(id);
+        match self.room(true) {
+            Ok(evicted) => {
+                let key = self.new_key();
+                self.sessions.push(Session {
+                    id,
+                    kind: Kind::Udp {
+                        key,
+                        target,
+                        sent: self.count,
+                    },
+                });
+                replaced.or(evicted)
+            }
+            Err(()) => {
+                self.owe(id, true);
+                replaced
+            }
         }
-        aborted
     }
 
     /// A new TCP session `id`; returns its key, if it has room, and the
     /// session it replaced.
     fn open_tcp(&mut self, id: u16) -> (Option<Key>, Option<Key>) {
         let aborted = self.take(id);
-        if !self.room(false) {
+        if self.room(false).is_err() {
             self.owe(id, true);
             return (None, aborted);
         }
-        let key = Key(self.next_key);
-        self.next_key += 1;
+        let key = self.new_key();
         self.sessions.push(Session {
             id,
             kind: Kind::Tcp(key),
@@ -229,8 +229,9 @@ impl Server {
         }
     }
 
-    /// Notes that UDP session `id` sent a packet to `to`.
-    fn sent(&mut self, id: u16, to: &Address) {
+    /// Notes that UDP session `id` sent a packet: the session that sent
+    /// least recently is the first evicted.
+    fn sent(&mut self, id: u16) {
         self.count += 1;
         if let Some(Session {
             kind: Kind::Udp { sent, .. },
@@ -239,46 +240,13 @@ impl Server {
         {
             *sent = self.count;
         }
-        if let Some(route) = self.routes.iter_mut().find(|r| r.to == *to) {
-            route.session = id;
-            return;
-        }
-        let route = Route {
-            to: to.clone(),
-            session: id,
-        };
-        if self.routes.len() < MAX_ROUTES {
-            self.routes.push(route);
-        } else {
-            self.routes[self.next_route] = route;
-            self.next_route = (self.next_route + 1) % MAX_ROUTES;
-        }
     }
 
-    fn udp_sent(&self, id: u16) -> Option<u64> {
+    /// The key of UDP session `id`.
+    fn udp(&self, id: u16) -> Option<Key> {
         self.sessions.iter().find_map(|s| match s.kind {
-            Kind::Udp { sent, .. } if s.id == id => Some(sent),
+            Kind::Udp { key, .. } if s.id == id => Some(key),
             _ => None,
-        })
-    }
-
-    /// The open UDP session a reply from `source` goes back in.
-    fn reply_session(&self, source: &Address) -> Option<u16> {
-        let routed = self
-            .routes
-            .iter()
-            .find(|r| r.to == *source)
-            .map(|r| r.session)
-            .filter(|&id| self.udp_sent(id).is_some());
-        routed.or_else(|| {
-            self.sessions
-                .iter()
-                .filter_map(|s| match s.kind {
-                    Kind::Udp { sent, .. } => Some((s.id, sent)),
-                    Kind::Tcp(_) => None,
-                })
-                .max_by_key(|&(_, sent)| sent)
-                .map(|(id, _)| id)
         })
     }
 
@@ -318,9 +286,9 @@ impl Server {
                 target,
             } => {
                 step.aborted = self.open_udp(id, target.clone());
-                if has_data && self.udp_sent(id).is_some() {
-                    self.sent(id, &target);
-                    step.event = Event::Packet { peer: target };
+                if let (true, Some(key)) = (has_data, self.udp(id)) {
+                    self.sent(id);
+                    step.event = Event::Packet { key, peer: target };
                 }
             }
             Status::Keep { address } => match self.position(id).map(|at| &self.sessions[at].kind) {
@@ -329,11 +297,13 @@ impl Server {
                         step.event = Event::Data { key };
                     }
                 }
-                Some(Kind::Udp { target, .. }) => {
+                Some(&Kind::Udp {
+                    key, ref target, ..
+                }) => {
                     if has_data {
                         let peer = address.unwrap_or_else(|| target.clone());
-                        self.sent(id, &peer);
-                        step.event = Event::Packet { peer };
+                        self.sent(id);
+                        step.event = Event::Packet { key, peer };
                     }
                 }
                 None => {
@@ -348,7 +318,7 @@ impl Server {
                 Some(&Kind::Tcp(key)) if !error => step.event = Event::End { key },
                 Some(Kind::Tcp(_)) => step.aborted = self.take(id),
                 Some(Kind::Udp { .. }) => {
-                    self.take(id);
+                    step.aborted = self.take(id);
                     self.owe(id, false);
                 }
                 None => {}
@@ -388,12 +358,13 @@ impl Server {
         }
     }
 
-    /// Seals a UDP reply from `source`, the `len` bytes at
-    /// `buf[REPLY_HEADROOM..]`, in a keep frame of the session it answers;
-    /// returns the frame's range in `buf`, empty when no UDP session is
-    /// open to take it (the reply is dropped).
+    /// Seals a reply from `source` to UDP session `key`, the `len` bytes at
+    /// `buf[REPLY_HEADROOM..]`, in a keep frame of that session; returns
+    /// the frame's range in `buf`, empty once the session ended (the reply
+    /// is dropped).
     pub fn seal_reply(
         &mut self,
+        key: Key,
         buf: &mut [u8],
         len: usize,
         source: &Address,
@@ -410,7 +381,11 @@ impl Server {
                 "frame larger than the client runtime's buffer",
             ));
         }
-        let Some(session) = self.reply_session(source) else {
+        let session = self.sessions.iter().find_map(|s| match s.kind {
+            Kind::Udp { key: k, .. } if k == key => Some(s.id),
+            _ => None,
+        });
+        let Some(session) = session else {
             return Ok(REPLY_HEADROOM..REPLY_HEADROOM);
         };
         self.scratch.clear();
@@ -508,17 +483,31 @@ mod tests {
         steps(server, wire)
             .into_iter()
             .map(|(event, data, _)| match event {
-                Event::Packet { peer } => Some((peer, data)),
+                Event::Packet { peer, .. } => Some((peer, data)),
                 _ => None,
             })
             .collect()
     }
 
-    /// A reply of `payload` from `source`, sealed; `None` if dropped.
-    fn reply(server: &mut Server, source: &Address, payload: &[u8]) -> Option<Vec<u8>> {
+    /// The UDP session of the first packet in `wire`.
+    fn packet_key(server: &mut Server, wire: &[u8]) -> Key {
+        steps(server, wire)
+            .into_iter()
+            .find_map(|(event, ..)| match event {
+                Event::Packet { key, .. } => Some(key),
+                _ => None,
+            })
+            .expect("a packet")
+    }
+
+    /// A reply of `payload` from `source` to UDP session `key`, sealed;
+    /// `None` if dropped.
+    fn reply(server: &mut Server, key: Key, source: &Address, payload: &[u8]) -> Option<Vec<u8>> {
         let mut buf = vec![0u8; REPLY_HEADROOM + payload.len()];
         buf[REPLY_HEADROOM..].copy_from_slice(payload);
-        let range = server.seal_reply(&mut buf, payload.len(), source).unwrap();
+        let range = server
+            .seal_reply(key, &mut buf, payload.len(), source)
+            .unwrap();
         (!range.is_empty()).then(|| buf[range].to_vec())
     }
 
@@ -542,58 +531,49 @@ mod tests {
     ) {
         // sing-box: session 0, new with the first packet, then keeps that
         // name each packet's address.
-        let mut wire = new_udp(0, "192.0.2.53:53", Some(b"first"));
-        wire.extend(keep_to(0, "198.51.100.1:53", b"second"));
-        wire.extend(keep(0, b"third"));
         let mut server = Server::new();
+        let key = packet_key(&mut server, &new_udp(0, "192.0.2.53:53", Some(b"first")));
+        let mut wire = keep_to(0, "198.51.100.1:53", b"second");
+        wire.extend(keep(0, b"third"));
         assert_eq!(
             events(&mut server, &wire),
             [
-                Some((ip("192.0.2.53:53"), b"first".to_vec())),
                 Some((ip("198.51.100.1:53"), b"second".to_vec())),
                 Some((ip("192.0.2.53:53"), b"third".to_vec())),
             ]
         );
-        let sealed = reply(&mut server, &ip("198.51.100.1:53"), b"answer").unwrap();
+        let sealed = reply(&mut server, key, &ip("198.51.100.1:53"), b"answer").unwrap();
         assert_eq!(sealed, keep_to(0, "198.51.100.1:53", b"answer"));
         // A reply from a source nobody sent to still reaches the session.
-        let sealed = reply(&mut server, &ip("203.0.113.9:9"), b"cone").unwrap();
+        let sealed = reply(&mut server, key, &ip("203.0.113.9:9"), b"cone").unwrap();
         assert_eq!(sealed, keep_to(0, "203.0.113.9:9", b"cone"));
         assert!(!server.owes());
     }
 
     #[test]
-    fn replies_go_back_in_the_session_that_last_sent_to_their_source() {
-        let mut wire = new_udp(1, "192.0.2.1:53", None);
-        wire.extend(new_udp(2, "192.0.2.2:53", Some(b"to two")));
-        wire.extend(keep_to(1, "192.0.2.1:53", b"to one"));
+    fn two_udp_sessions_to_one_destination_each_get_their_own_replies_until_they_end() {
         let mut server = Server::new();
-        let got = events(&mut server, &wire);
-        assert_eq!(got.len(), 3);
+        let got = steps(&mut server, &new_udp(1, "192.0.2.1:53", None));
         assert_eq!(
-            got[0], None,
+            got,
+            [(Event::Nothing, vec![], None)],
             "a new frame without data opens, carrying nothing"
         );
-        for (source, session) in [
-            ("192.0.2.2:53", 2),
-            ("192.0.2.1:53", 1),
-            ("192.0.2.2:53", 2),
-        ] {
-            let sealed = reply(&mut server, &ip(source), b"r").unwrap();
-            assert_eq!(sealed, keep_to(session, source, b"r"), "from {source}");
+        let two = packet_key(&mut server, &new_udp(2, "192.0.2.1:53", Some(b"to two")));
+        let one = packet_key(&mut server, &keep(1, b"to one"));
+        assert_ne!(one, two);
+        let dns = ip("192.0.2.1:53");
+        for (key, session) in [(two, 2), (one, 1), (two, 2)] {
+            let sealed = reply(&mut server, key, &dns, b"r").unwrap();
+            assert_eq!(sealed, keep_to(session, "192.0.2.1:53", b"r"));
         }
-        // Session 2 ends: its replies go to the one left, and the end is
-        // answered.
-        events(&mut server, &end(2));
+        // Session 2 ends: its association is dropped, its replies too, and
+        // the end is answered.
+        let got = steps(&mut server, &end(2));
+        assert_eq!(got, [(Event::Nothing, vec![], Some(two))]);
         assert_eq!(owed(&mut server), frame::end(2, false));
-        let sealed = reply(&mut server, &ip("192.0.2.2:53"), b"late").unwrap();
-        assert_eq!(sealed, keep_to(1, "192.0.2.2:53", b"late"));
-        events(&mut server, &end(1));
-        assert_eq!(
-            reply(&mut server, &ip("192.0.2.1:53"), b"none"),
-            None,
-            "no session: dropped"
-        );
+        assert_eq!(reply(&mut server, two, &dns, b"late"), None);
+        assert!(reply(&mut server, one, &dns, b"still").is_some());
     }
 
     #[test]
@@ -656,15 +636,13 @@ mod tests {
         assert_eq!(server.end(second, false), Some(frame::end(1, false)));
         // A UDP session taking the id replaces it too.
         let got = steps(&mut server, &new_udp(1, "192.0.2.3:53", Some(b"q")));
+        let Event::Packet { key, ref peer } = got[0].0 else {
+            panic!("a packet")
+        };
+        assert_ne!(key, second);
         assert_eq!(
-            got,
-            [(
-                Event::Packet {
-                    peer: ip("192.0.2.3:53")
-                },
-                b"q".to_vec(),
-                Some(second)
-            )]
+            (peer, got[0].1.as_slice(), got[0].2),
+            (&ip("192.0.2.3:53"), &b"q"[..], Some(second))
         );
         // An end with the error bit drops a TCP session at once.
         let third = opened(&steps(&mut server, &new_tcp(2, "192.0.2.1:80", None))[0]);
@@ -709,14 +687,15 @@ mod tests {
     #[test]
     fn a_udp_session_past_the_limit_ends_the_one_that_sent_least_recently() {
         let mut server = Server::new();
-        for id in 0..MAX_SESSIONS as u16 {
-            events(&mut server, &new_udp(id, "192.0.2.1:53", Some(b"q")));
-        }
+        let keys: Vec<Key> = (0..MAX_SESSIONS as u16)
+            .map(|id| packet_key(&mut server, &new_udp(id, "192.0.2.1:53", Some(b"q"))))
+            .collect();
         // Session 0 sends again, so session 1 is now the oldest.
         events(&mut server, &keep_to(0, "192.0.2.1:53", b"q"));
         assert!(!server.owes());
-        let got = events(&mut server, &new_udp(1000, "192.0.2.9:53", Some(b"new")));
-        assert_eq!(got, [Some((ip("192.0.2.9:53"), b"new".to_vec()))]);
+        let got = steps(&mut server, &new_udp(1000, "192.0.2.9:53", Some(b"new")));
+        assert_eq!(got[0].2, Some(keys[1]), "session 1 is evicted");
+        assert_eq!(got[0].1, b"new");
         assert_eq!(server.sessions.len(), MAX_SESSIONS);
         assert_eq!(owed(&mut server), frame::end(1, false));
         let got = events(&mut server, &keep_to(1, "192.0.2.1:53", b"evicted"));
@@ -760,16 +739,16 @@ mod tests {
     #[test]
     fn a_packet_too_long_for_the_prefix_or_the_buffer_is_refused() {
         let mut server = Server::new();
-        events(&mut server, &new_udp(0, "192.0.2.1:53", Some(b"q")));
+        let key = packet_key(&mut server, &new_udp(0, "192.0.2.1:53", Some(b"q")));
         let to = ip("192.0.2.1:53");
         let mut buf = vec![0u8; REPLY_HEADROOM + 65536];
-        let e = server.seal_reply(&mut buf, 65536, &to).unwrap_err();
+        let e = server.seal_reply(key, &mut buf, 65536, &to).unwrap_err();
         assert_eq!(e.to_string(), "mux: a udp packet longer than 65535 bytes");
         let e = server
-            .seal_reply(&mut buf[..REPLY_HEADROOM + 9], 10, &to)
+            .seal_reply(key, &mut buf[..REPLY_HEADROOM + 9], 10, &to)
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
-        assert!(server.seal_reply(&mut buf, 65535, &to).is_ok());
+        assert!(server.seal_reply(key, &mut buf, 65535, &to).is_ok());
     }
 
     #[test]

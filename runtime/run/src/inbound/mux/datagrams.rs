@@ -1,13 +1,13 @@
-//! The UDP sessions of a Mux.Cool connection as the one link its UDP
-//! association relays: the client's packets as the connection's task
-//! hands them over, one at a time, and replies handed back to it to seal
-//! in the session that asked.
+//! A UDP session of a Mux.Cool connection as the link its association
+//! relays: the client's packets as the connection's task hands them over,
+//! one at a time, and replies handed back to it to seal in the session's
+//! keep frames.
 
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use etemenanki_proto::mux::REPLY_HEADROOM;
+use etemenanki_proto::mux::{Key, REPLY_HEADROOM};
 use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 
@@ -17,11 +17,14 @@ use crate::outbound::DatagramLink;
 
 pub struct Datagrams<const BUF: usize> {
     hub: Arc<Mutex<Hub>>,
+    /// The session's slot; it is another's once the key differs.
+    at: usize,
+    key: Key,
 }
 
 impl<const BUF: usize> Datagrams<BUF> {
-    pub fn new(hub: Arc<Mutex<Hub>>) -> Self {
-        Datagrams { hub }
+    pub fn new(hub: Arc<Mutex<Hub>>, at: usize, key: Key) -> Self {
+        Datagrams { hub, at, key }
     }
 }
 
@@ -42,17 +45,21 @@ impl<const BUF: usize> DatagramLink for Datagrams<BUF> {
         to: &Address,
     ) -> Poll<io::Result<()>> {
         let mut hub = lock(&self.hub);
-        if hub.gone || hub.udp.ended {
+        if hub.gone || hub.udp_ended {
             return Poll::Ready(Err(ended()));
         }
-        if hub.udp.down.is_some() {
-            hub.udp.writer = Some(cx.waker().clone());
+        let Some(udp) = hub.udp(self.at, self.key) else {
+            return Poll::Ready(Err(ended()));
+        };
+        if udp.down.is_some() {
+            udp.writer = Some(cx.waker().clone());
             return Poll::Pending;
         }
         if REPLY_HEADROOM + payload.len() <= BUF {
             let mut buf = buffers::take(BUF);
             buf[REPLY_HEADROOM..REPLY_HEADROOM + payload.len()].copy_from_slice(payload);
-            hub.udp.down = Some((buf, payload.len(), to.clone()));
+            udp.down = Some((buf, payload.len(), to.clone()));
+            hub.udp_ready.push_back(self.at);
             hub.wake_mux();
         }
         Poll::Ready(Ok(()))
@@ -64,14 +71,15 @@ impl<const BUF: usize> DatagramLink for Datagrams<BUF> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<Address>> {
         let mut hub = lock(&self.hub);
-        if hub.gone {
+        let ended_all = hub.gone || hub.udp_ended;
+        let Some(udp) = hub.udp(self.at, self.key) else {
             return Poll::Ready(Err(ended()));
-        }
-        let Some((packet, len, to)) = hub.udp.up.take() else {
-            if hub.udp.ended {
+        };
+        let Some((packet, len, to)) = udp.up.take() else {
+            if ended_all {
                 return Poll::Ready(Err(ended()));
             }
-            hub.udp.reader = Some(cx.waker().clone());
+            udp.reader = Some(cx.waker().clone());
             return Poll::Pending;
         };
         let n = len.min(buf.remaining());
@@ -90,8 +98,11 @@ impl<const BUF: usize> Drop for Datagrams<BUF> {
     /// another.
     fn drop(&mut self) {
         let mut hub = lock(&self.hub);
-        hub.udp.running = false;
-        hub.udp.release();
+        if let Some(udp) = hub.udp(self.at, self.key) {
+            udp.running = false;
+            udp.task = None;
+            udp.release();
+        }
         hub.wake_mux();
     }
 }

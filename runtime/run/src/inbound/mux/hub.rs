@@ -1,5 +1,5 @@
 //! What a Mux.Cool connection's task shares with its sessions' tasks: each
-//! TCP session's bytes both ways, the UDP association's packets both ways,
+//! TCP session's bytes both ways, each UDP session's packets both ways,
 //! and the wakers that move them. One lock for the whole connection: every
 //! hold is a copy into or out of a buffer.
 //!
@@ -31,7 +31,11 @@ pub struct Hub {
     pub slots: Vec<Option<Slot>>,
     /// Slots with something for the connection's task to send or free.
     pub ready: VecDeque<usize>,
-    pub udp: Udp,
+    pub udp: Vec<Option<Udp>>,
+    /// UDP slots with a reply to send.
+    pub udp_ready: VecDeque<usize>,
+    /// The client's stream ended: every UDP association ends too.
+    pub udp_ended: bool,
     /// The connection's task.
     pub mux: Option<Waker>,
     /// The connection's task waits for a session to take bytes.
@@ -101,11 +105,12 @@ impl Slot {
     }
 }
 
-/// The UDP association's packets, one each way.
-#[derive(Default)]
+/// One UDP session's association: its packets, one each way.
 pub struct Udp {
-    /// An association task runs.
+    pub key: Key,
+    /// Its association's task runs.
     pub running: bool,
+    pub task: Option<AbortHandle>,
     /// A client's packet for the association: its buffer, length and
     /// destination.
     pub up: Option<(Box<[u8]>, usize, Address)>,
@@ -114,11 +119,21 @@ pub struct Udp {
     /// buffer, length and source.
     pub down: Option<(Box<[u8]>, usize, Address)>,
     pub writer: Option<Waker>,
-    /// The client's stream ended: the association ends too.
-    pub ended: bool,
 }
 
 impl Udp {
+    pub fn new(key: Key) -> Udp {
+        Udp {
+            key,
+            running: false,
+            task: None,
+            up: None,
+            reader: None,
+            down: None,
+            writer: None,
+        }
+    }
+
     pub fn release(&mut self) {
         for (buf, ..) in [self.up.take(), self.down.take()].into_iter().flatten() {
             buffers::give(buf);
@@ -133,6 +148,14 @@ pub fn lock(hub: &Mutex<Hub>) -> MutexGuard<'_, Hub> {
 impl Hub {
     pub fn slot(&mut self, at: usize) -> Option<&mut Slot> {
         self.slots.get_mut(at).and_then(Option::as_mut)
+    }
+
+    /// UDP session `key`'s slot at `at`.
+    pub fn udp(&mut self, at: usize, key: Key) -> Option<&mut Udp> {
+        self.udp
+            .get_mut(at)
+            .and_then(Option::as_mut)
+            .filter(|udp| udp.key == key)
     }
 
     pub fn wake_mux(&self) {
@@ -164,12 +187,19 @@ impl Hub {
                 waker.wake();
             }
         }
-        self.udp.release();
-        for waker in [self.udp.reader.take(), self.udp.writer.take()]
-            .into_iter()
-            .flatten()
-        {
-            waker.wake();
+        self.end_udp();
+        for udp in self.udp.iter_mut().flatten() {
+            udp.release();
+        }
+    }
+
+    /// The client's stream ended: every association ends.
+    pub fn end_udp(&mut self) {
+        self.udp_ended = true;
+        for udp in self.udp.iter_mut().flatten() {
+            for waker in [udp.reader.take(), udp.writer.take()].into_iter().flatten() {
+                waker.wake();
+            }
         }
     }
 }

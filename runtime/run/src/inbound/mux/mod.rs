@@ -1,9 +1,11 @@
 //! A Mux.Cool connection (VLESS's and VMess's mux command): one task reads
 //! the client's frames and writes this side's, and each session is served
 //! like any accepted flow. A TCP session is a [`Session`] stream, routed
-//! by its target, dialed and relayed in a task of its own; the UDP
-//! sessions are one association ([`Datagrams`]), started on the first
-//! packet, each packet routed by the fan-out. Every session's task lives
+//! by its target, dialed and relayed in a task of its own; each UDP
+//! session is an association of its own ([`Datagrams`]), started by its
+//! first packet, each packet routed by the fan-out, as v2ray dispatches
+//! each session: two sessions sending to one destination each get their
+//! own socket, and their own replies. Every session's task lives
 //! in the connection's task and shares its admission: when the connection
 //! ends, they all end.
 //!
@@ -13,8 +15,8 @@
 //!   as v2ray's does: Mux.Cool has no flow control of its own, and nothing
 //!   is buffered without bound or dropped.
 //! - Writing: each session's bytes go out in keep frames, in turn, the end
-//!   frame after its last ones; a UDP reply in a keep frame of the session
-//!   that asked; end frames owed in answer to the client's frames.
+//!   frame after its last ones; a UDP reply in a keep frame of its
+//!   session naming its source; end frames owed in answer to the client's frames.
 //! - Ends: the client's end frame shuts the target's write side; the
 //!   target's end sends the session's end frame (with the error bit when
 //!   the session failed, a dial for one). The client's stream ending is
@@ -138,8 +140,15 @@ fn frame_too_large() -> io::Error {
 /// A frame's data waiting for its session to take it: where it lies in
 /// the read buffer.
 enum Pending {
-    Tcp { slot: usize, data: Range<usize> },
-    Udp { to: Address, data: Range<usize> },
+    Tcp {
+        slot: usize,
+        data: Range<usize>,
+    },
+    Udp {
+        slot: usize,
+        to: Address,
+        data: Range<usize>,
+    },
 }
 
 /// What is being written to the client.
@@ -150,8 +159,12 @@ enum Sending {
         buf: Box<[u8]>,
         at: Range<usize>,
     },
-    /// A UDP reply's keep frame.
-    Udp { buf: Box<[u8]>, at: Range<usize> },
+    /// A UDP reply's keep frame, of the session in `slot`.
+    Udp {
+        slot: usize,
+        buf: Box<[u8]>,
+        at: Range<usize>,
+    },
     /// End frames.
     Control {
         bytes: [u8; END_LEN * CONTROL_FRAMES],
@@ -162,7 +175,7 @@ enum Sending {
 impl Sending {
     fn rest(&self) -> &[u8] {
         match self {
-            Sending::Session { buf, at, .. } | Sending::Udp { buf, at } => &buf[at.clone()],
+            Sending::Session { buf, at, .. } | Sending::Udp { buf, at, .. } => &buf[at.clone()],
             Sending::Control { bytes, at } => &bytes[at.clone()],
         }
     }
@@ -223,7 +236,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
             return false;
         }
         let hub = lock(&self.hub);
-        !hub.udp.running && hub.udp.down.is_none() && hub.slots.iter().all(Option::is_none)
+        hub.slots.iter().all(Option::is_none)
+            && hub
+                .udp
+                .iter()
+                .flatten()
+                .all(|udp| !udp.running && udp.down.is_none())
     }
 
     /// Writes what there is to send; `Ready(Ok(true))` when bytes went,
@@ -281,9 +299,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
                     hub.queue(at);
                 }
             }
-            Sending::Udp { buf, .. } => {
+            Sending::Udp { slot, buf, .. } => {
                 buffers::give(buf);
-                if let Some(writer) = lock(&self.hub).udp.writer.take() {
+                let mut hub = lock(&self.hub);
+                let writer = hub
+                    .udp
+                    .get_mut(slot)
+                    .and_then(Option::as_mut)
+                    .and_then(|udp| udp.writer.take());
+                if let Some(writer) = writer {
                     writer.wake();
                 }
             }
@@ -355,22 +379,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
                 });
             }
         }
-        let (mut buf, len, source) = hub.udp.down.take()?;
-        drop(hub);
-        match self
-            .server
-            .seal_reply(&mut buf[..REPLY_HEADROOM + len], len, &source)
-        {
-            Ok(at) if !at.is_empty() => Some(Sending::Udp { buf, at }),
-            // No UDP session left to take it: dropped, as UDP may.
-            _ => {
-                buffers::give(buf);
-                if let Some(writer) = lock(&self.hub).udp.writer.take() {
-                    writer.wake();
+        while let Some(at) = hub.udp_ready.pop_front() {
+            let Some(udp) = hub.udp.get_mut(at).and_then(Option::as_mut) else {
+                continue;
+            };
+            let Some((mut buf, len, source)) = udp.down.take() else {
+                continue;
+            };
+            let sealed =
+                self.server
+                    .seal_reply(udp.key, &mut buf[..REPLY_HEADROOM + len], len, &source);
+            match sealed {
+                Ok(range) if !range.is_empty() => {
+                    return Some(Sending::Udp {
+                        slot: at,
+                        buf,
+                        at: range,
+                    })
                 }
-                None
+                // The session ended: dropped, as UDP may.
+                _ => {
+                    buffers::give(buf);
+                    if let Some(writer) = udp.writer.take() {
+                        writer.wake();
+                    }
+                }
             }
         }
+        None
     }
 
     /// Reads and takes frames until a session stalls them or the client
@@ -476,13 +512,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
                 reader.wake();
             }
         }
-        hub.udp.ended = true;
-        for waker in [hub.udp.reader.take(), hub.udp.writer.take()]
-            .into_iter()
-            .flatten()
-        {
-            waker.wake();
-        }
+        hub.end_udp();
     }
 
     /// Does what a frame read at `base` in the read buffer asks.
@@ -510,14 +540,42 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
                 }
                 None
             }
-            Event::Packet { peer } => Some(Pending::Udp { to: peer, data }),
+            Event::Packet { key, peer } => {
+                let slot = self.udp_slot(key);
+                Some(Pending::Udp {
+                    slot,
+                    to: peer,
+                    data,
+                })
+            }
         };
     }
 
-    /// Drops a session the client aborted: its task is cancelled, its
-    /// bytes are dropped, and nothing more of it is sent.
+    /// UDP session `key`'s slot, a new one for a new session.
+    fn udp_slot(&mut self, key: Key) -> usize {
+        let mut hub = lock(&self.hub);
+        if let Some(at) = find_udp(&hub, key) {
+            return at;
+        }
+        let at = vacant(&mut hub.udp);
+        hub.udp[at] = Some(hub::Udp::new(key));
+        at
+    }
+
+    /// Drops a session the client aborted or ended (a UDP one): its task
+    /// is cancelled, its bytes are dropped, and nothing more of it is
+    /// sent.
     fn abort(&mut self, key: Key) {
         let mut hub = lock(&self.hub);
+        if let Some(at) = find_udp(&hub, key) {
+            if let Some(mut udp) = hub.udp[at].take() {
+                if let Some(task) = udp.task.take() {
+                    task.abort();
+                }
+                udp.release();
+            }
+            return;
+        }
         let Some(at) = find(&hub, key) else {
             return;
         };
@@ -543,13 +601,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
     /// own like any accepted flow.
     fn open(&mut self, key: Key, target: Address) -> usize {
         let mut hub = lock(&self.hub);
-        let at = match hub.slots.iter().position(Option::is_none) {
-            Some(at) => at,
-            None => {
-                hub.slots.push(None);
-                hub.slots.len() - 1
-            }
-        };
+        let at = vacant(&mut hub.slots);
         hub.slots[at] = Some(Slot::new(key));
         drop(hub);
         tracing::debug!("mux: a tcp session to {target} from {}", self.peer);
@@ -610,32 +662,39 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
                     data: data.start + n..data.end,
                 })
             }
-            Pending::Udp { to, data } => {
-                let mut hub = lock(&self.hub);
-                if hub.udp.up.is_some() {
+            Pending::Udp { slot: at, to, data } => {
+                let mut guard = lock(&self.hub);
+                let hub = &mut *guard;
+                let udp = hub.udp.get_mut(at).and_then(Option::as_mut)?;
+                if udp.up.is_some() {
                     hub.stalled = true;
-                    return Some(Pending::Udp { to, data });
+                    return Some(Pending::Udp { slot: at, to, data });
                 }
                 if data.len() > BUF {
                     return None;
                 }
                 let mut packet = buffers::take(BUF);
                 packet[..data.len()].copy_from_slice(&read[data.clone()]);
-                hub.udp.up = Some((packet, data.len(), to));
-                if let Some(reader) = hub.udp.reader.take() {
+                udp.up = Some((packet, data.len(), to));
+                if let Some(reader) = udp.reader.take() {
                     reader.wake();
                 }
-                if !hub.udp.running {
-                    hub.udp.running = true;
-                    drop(hub);
-                    let link = Datagrams::<BUF>::new(self.hub.clone());
-                    let shared = self.shared.clone();
-                    let source = self.peer.ip();
-                    self.tasks.spawn(async move {
-                        if let Err(e) = super::datagrams::relay(&shared, link, source).await {
-                            tracing::debug!("mux udp from {source} ended: {e}");
-                        }
-                    });
+                if udp.running {
+                    return None;
+                }
+                udp.running = true;
+                let key = udp.key;
+                drop(guard);
+                let link = Datagrams::<BUF>::new(self.hub.clone(), at, key);
+                let shared = self.shared.clone();
+                let source = self.peer.ip();
+                let task = self.tasks.spawn(async move {
+                    if let Err(e) = super::datagrams::relay(&shared, link, source).await {
+                        tracing::debug!("mux udp from {source} ended: {e}");
+                    }
+                });
+                if let Some(udp) = lock(&self.hub).udp(at, key) {
+                    udp.task = Some(task);
                 }
                 None
             }
@@ -660,6 +719,21 @@ fn find(hub: &Hub, key: Key) -> Option<usize> {
     hub.slots
         .iter()
         .position(|s| s.as_ref().is_some_and(|s| s.key == key))
+}
+
+/// The slot of UDP session `key`.
+fn find_udp(hub: &Hub, key: Key) -> Option<usize> {
+    hub.udp
+        .iter()
+        .position(|udp| udp.as_ref().is_some_and(|udp| udp.key == key))
+}
+
+/// A free place in `slots`, made at its end if none is.
+fn vacant<T>(slots: &mut Vec<Option<T>>) -> usize {
+    slots.iter().position(Option::is_none).unwrap_or_else(|| {
+        slots.push(None);
+        slots.len() - 1
+    })
 }
 
 /// A TCP session's request: its target, answered by nothing but its
@@ -966,5 +1040,39 @@ mod tests {
             (1, 3, 0, vec![])
         );
         drop(writer.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn two_udp_sessions_to_one_destination_each_get_their_own_reply() {
+        let (_inbound, mut read, mut write, _served) = connection();
+        // A server that answers only once it has both packets, each to
+        // the socket it came from: one socket shared by both sessions
+        // would get both answers.
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let server = socket.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut asked = Vec::new();
+            let mut buf = [0u8; 64];
+            while asked.len() < 2 {
+                let (n, from) = socket.recv_from(&mut buf).await.unwrap();
+                asked.push((buf[..n].to_vec(), from));
+            }
+            for (payload, from) in asked {
+                socket.send_to(&payload, from).await.unwrap();
+            }
+        });
+        let new_udp = |id: u16, data: &[u8]| {
+            frame(id, &[&[1, 1, 2][..], &target(server)].concat(), Some(data))
+        };
+        write.write_all(&new_udp(1, b"one")).await.unwrap();
+        write.write_all(&new_udp(2, b"two")).await.unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let (id, status, _, data) = within("a reply", read_frame(&mut read)).await;
+            assert_eq!(status, 2);
+            got.push((id, data));
+        }
+        got.sort();
+        assert_eq!(got, [(1, b"one".to_vec()), (2, b"two".to_vec())]);
     }
 }
