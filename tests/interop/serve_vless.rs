@@ -197,6 +197,11 @@ fn v2ray_with_mux_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound() {
     ours.wait_for_log("vless: a mux.cool stream from");
     ours.wait_for_log("mux: a tcp session to");
     carries_tcp_at_once(front, what, 6);
+    // Eight flows so far (two, then six at once), all sessions of one
+    // connection.
+    let log = ours.log();
+    assert_eq!(log.matches("vless: a mux.cool stream from").count(), 1);
+    assert_eq!(log.matches("mux: a tcp session to").count(), 8);
     carries_udp(front, what, SMALL_UDP_MAX);
     asks_two_servers_in_turn(front, what);
     // TCP sessions still open beside the UDP ones.

@@ -189,9 +189,15 @@ fn mux_cool_from_sing_box_xudp_and_v2ray_mux_tcp_and_udp_is_served_by_our_vmess_
     );
     let (_v2ray, front) = v2ray_client(&peers[1], &dir, &outbound);
     let what = "v2ray with mux through our vmess inbound";
+    let streams = |log: String| log.matches("vmess: a mux.cool stream from").count();
+    let before = streams(ours.log());
     carries_tcp(front, what);
     ours.wait_for_log("mux: a tcp session to");
     carries_tcp_at_once(front, what, 6);
+    // Eight flows (two, then six at once), all sessions of one connection.
+    let log = ours.log();
+    assert_eq!(streams(log.clone()), before + 1);
+    assert_eq!(log.matches("mux: a tcp session to").count(), 8);
     carries_udp(front, what, SMALL_UDP_MAX);
     asks_two_servers_in_turn(front, what);
     carries_tcp_at_once(front, what, 3);
