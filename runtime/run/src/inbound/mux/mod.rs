@@ -343,17 +343,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin, const BUF: usize> Connection<S, BUF> {
                 let header = u16::try_from(len)
                     .ok()
                     .and_then(|len| self.server.data_header(key, len));
-                let (Some(header), Some(mut buf)) = (header, slot.down.take()) else {
-                    slot.release();
-                    continue;
-                };
-                buf[..DATA_HEADER_LEN].copy_from_slice(&header);
-                slot.sending = true;
-                return Some(Sending::Session {
-                    slot: at,
-                    buf,
-                    at: 0..DATA_HEADER_LEN + len,
-                });
+                match (header, slot.down.take()) {
+                    (Some(header), Some(mut buf)) => {
+                        buf[..DATA_HEADER_LEN].copy_from_slice(&header);
+                        slot.sending = true;
+                        return Some(Sending::Session {
+                            slot: at,
+                            buf,
+                            at: 0..DATA_HEADER_LEN + len,
+                        });
+                    }
+                    // The session lost its id: nothing more of it is sent.
+                    (_, down) => {
+                        if let Some(down) = down {
+                            buffers::give(down);
+                        }
+                        slot.release();
+                        slot.end_sent = true;
+                    }
+                }
             }
             let end = (slot.shut || slot.dropped) && !slot.end_sent;
             let error = !slot.shut;
@@ -1074,5 +1082,32 @@ mod tests {
         }
         got.sort();
         assert_eq!(got, [(1, b"one".to_vec()), (2, b"two".to_vec())]);
+    }
+
+    #[tokio::test]
+    async fn a_target_that_ends_first_sends_the_end_and_still_takes_the_client_bytes() {
+        let (_inbound, mut read, mut write, _served) = connection();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let banner = listener.local_addr().unwrap();
+        let target = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            socket.write_all(b"banner").await.unwrap();
+            socket.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            socket.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        write.write_all(&new_tcp(7, banner)).await.unwrap();
+        assert_eq!(
+            within("the banner", read_frame(&mut read)).await,
+            (7, 2, 1, b"banner".to_vec())
+        );
+        assert_eq!(read_frame(&mut read).await, (7, 3, 0, vec![]));
+        write.write_all(&keep(7, b"late bytes")).await.unwrap();
+        write.write_all(&end(7)).await.unwrap();
+        assert_eq!(
+            within("the target's bytes", target).await.unwrap(),
+            b"late bytes"
+        );
     }
 }
