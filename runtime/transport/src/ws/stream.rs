@@ -23,7 +23,8 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use etemenanki_proto::ws::{
-    apply_mask, encode_control, encode_header, Close, Decoder, Masks, Opcode, Role, MAX_HEADER,
+    apply_mask, encode_control, encode_header, header_len, Close, Decoder, Masks, Opcode, Role,
+    MAX_HEADER,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -32,6 +33,9 @@ use crate::{buffers, Stream};
 /// The most payload one frame carries: a write longer than this is taken
 /// in pieces. The relay writes 16 KiB at a time.
 const FRAME_PAYLOAD: usize = 16 * 1024;
+
+/// The most plaintext one TLS record carries.
+const TLS_RECORD: usize = 16 * 1024;
 
 /// The spare buffer a frame is laid in.
 const WRITE_BUF: usize = MAX_HEADER + FRAME_PAYLOAD;
@@ -158,6 +162,87 @@ impl WsStream {
         Poll::Ready(Ok(()))
     }
 
+    /// Reads once from `from` straight behind a header's room in a spare
+    /// buffer, masks what came where it lies and starts sending it as one
+    /// frame: the relay's way in, one read and one write a frame with no
+    /// copy between. Over TLS a frame's header and payload fill one record
+    /// at most. `Ready(Ok(0))` is `from`'s end of stream.
+    pub fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_pending(cx))?;
+        if self.close_sent {
+            return Poll::Ready(Err(closed()));
+        }
+        let masked = self.masks.is_some();
+        let payload = if matches!(self.inner, Stream::Tls(_)) {
+            TLS_RECORD - header_len(TLS_RECORD, masked)
+        } else {
+            FRAME_PAYLOAD
+        };
+        let room = header_len(payload, masked);
+        let mut frame = buffers::take(WRITE_BUF);
+        let mut read = ReadBuf::new(&mut frame[room..room + payload]);
+        let n = match Pin::new(from).poll_read(cx, &mut read) {
+            Poll::Ready(Ok(())) => read.filled().len(),
+            other => {
+                buffers::give(frame);
+                return other.map_ok(|()| 0);
+            }
+        };
+        if n == 0 {
+            buffers::give(frame);
+            return Poll::Ready(Ok(0));
+        }
+        self.send_frame(cx, frame, room, n)?;
+        Poll::Ready(Ok(n))
+    }
+
+    /// Sends the `n` payload bytes at `room..` of `frame`, a spare
+    /// buffer, as one binary frame: its header laid right before them,
+    /// masked where they lie. What does not go now goes with the next
+    /// write or flush.
+    fn send_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut frame: Box<[u8]>,
+        room: usize,
+        n: usize,
+    ) -> io::Result<()> {
+        let key = self.masks.as_mut().map(Masks::next_key);
+        let at = room - header_len(n, key.is_some());
+        encode_header(&mut frame[at..], true, Opcode::Binary, n, key);
+        if let Some(key) = key {
+            apply_mask(&mut frame[room..room + n], key, 0);
+        }
+        self.write = Some(frame);
+        self.staged = at..room + n;
+        match self.poll_pending(cx) {
+            Poll::Ready(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends what is pending, then our close frame.
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_pending(cx))?;
+        if !self.close_sent {
+            let code = match self.decoder.close() {
+                Some(Close { code: None }) => None,
+                Some(Close { code: Some(code) }) => Some(code),
+                // A normal closure.
+                None => Some(1000),
+            };
+            let payload = code.map(u16::to_be_bytes);
+            self.control_frame(Opcode::Close, payload.as_ref().map_or(&[], |p| &p[..]));
+            self.close_sent = true;
+            ready!(self.poll_pending(cx))?;
+        }
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
     /// Decodes `buf`, bytes just read, in place, and acts on the control
     /// frames among them; returns how many payload bytes lie at its front.
     fn decode(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -252,19 +337,10 @@ impl AsyncWrite for WsStream {
             return Poll::Ready(Err(closed()));
         }
         let n = buf.len().min(FRAME_PAYLOAD);
-        let key = this.masks.as_mut().map(Masks::next_key);
+        let room = header_len(n, this.masks.is_some());
         let mut frame = buffers::take(WRITE_BUF);
-        let at = encode_header(&mut frame, true, Opcode::Binary, n, key);
-        frame[at..at + n].copy_from_slice(&buf[..n]);
-        if let Some(key) = key {
-            apply_mask(&mut frame[at..at + n], key, 0);
-        }
-        this.write = Some(frame);
-        this.staged = 0..at + n;
-        // What does not go now goes with the next write or flush.
-        if let Poll::Ready(Err(e)) = this.poll_pending(cx) {
-            return Poll::Ready(Err(e));
-        }
+        frame[room..room + n].copy_from_slice(&buf[..n]);
+        this.send_frame(cx, frame, room, n)?;
         Poll::Ready(Ok(n))
     }
 
@@ -275,21 +351,25 @@ impl AsyncWrite for WsStream {
     }
 
     /// Sends our close frame, echoing the peer's code when it closed
-    /// first; the peer's own close ends the reads.
+    /// first; the peer's own close ends the reads. When the peer closed or
+    /// dropped the connection already, a close frame that cannot go is no
+    /// error: there is no one left to tell.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        ready!(this.poll_pending(cx))?;
-        if !this.close_sent {
-            let code = match this.decoder.close() {
-                Some(Close { code: None }) => Vec::new(),
-                Some(Close { code: Some(code) }) => code.to_be_bytes().to_vec(),
-                // 1000, a normal closure.
-                None => 1000u16.to_be_bytes().to_vec(),
-            };
-            this.control_frame(Opcode::Close, &code);
-            this.close_sent = true;
-            ready!(this.poll_pending(cx))?;
+        match ready!(this.poll_close(cx)) {
+            Err(e)
+                if this.ended
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::BrokenPipe
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::NotConnected
+                    ) =>
+            {
+                Poll::Ready(Ok(()))
+            }
+            other => Poll::Ready(other),
         }
-        Pin::new(&mut this.inner).poll_flush(cx)
     }
 }

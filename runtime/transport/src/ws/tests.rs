@@ -300,3 +300,31 @@ async fn our_server_reads_a_tungstenite_clients_masked_frames_and_answers_its_pi
     }
     served.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_filled_frame_is_read_straight_behind_its_header_and_the_buffer_given_back() {
+    let data = pattern(100_000, 4);
+    let expected = data.clone();
+    let (addr, _) = server(move |mut ws| async move {
+        let mut got = Vec::new();
+        while let Some(Ok(Message::Binary(bytes))) = ws.next().await {
+            assert!(bytes.len() <= 16 * 1024, "one read a frame");
+            got.extend_from_slice(&bytes);
+        }
+        assert!(got == expected, "the frames carry the source's bytes");
+    })
+    .await;
+    let mut ws = client(addr, &settings(None), b"").await.unwrap();
+    let mut source = &data[..];
+    loop {
+        let n = std::future::poll_fn(|cx| ws.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+    ws.flush().await.unwrap();
+    assert!(!ws.holds_buffers());
+    ws.shutdown().await.unwrap();
+}
