@@ -5,7 +5,6 @@
 
 mod apply;
 mod balancer;
-mod buffers;
 mod connect;
 mod dns;
 mod drain;
@@ -22,6 +21,8 @@ mod relay;
 mod route;
 mod stream_datagrams;
 
+/// The spare buffers, shared with the transports'.
+use etemenanki_transport::buffers;
 use etemenanki_transport::{dial, resolve};
 
 use std::path::{Path, PathBuf};

@@ -26,6 +26,11 @@ impl VlessStream {
     pub fn get_ref(&self) -> &Stream {
         &self.stream
     }
+
+    /// The stream under it, which its writes go to as they are.
+    pub fn get_mut(&mut self) -> &mut Stream {
+        &mut self.stream
+    }
 }
 
 impl AsyncRead for VlessStream {

@@ -19,6 +19,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use etemenanki_proto::codec::StreamCodec;
+use etemenanki_transport::ws::WsStream;
 use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -62,6 +63,13 @@ pub trait OwnBuffers {
         cx: &mut Context<'_>,
         to: &mut (dyn AsyncWrite + Unpin),
     ) -> Poll<io::Result<usize>>;
+
+    /// Whether its reads are drained from its own buffers: a WebSocket's
+    /// are not, it decodes in the reader's buffer, so it is read as any
+    /// stream is and only filled.
+    fn drains(&self) -> bool {
+        true
+    }
 }
 
 impl Relayed for TcpStream {
@@ -73,6 +81,40 @@ impl Relayed for TcpStream {
 impl Relayed for Stream {
     fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
         self.as_plain_tcp()
+    }
+
+    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+        match self {
+            Stream::Ws(ws) => Some(&mut **ws),
+            Stream::Tcp(_) | Stream::Tls(_) | Stream::Grpc(_) => None,
+        }
+    }
+}
+
+/// A WebSocket is filled: the relay reads straight behind a frame
+/// header's room, so a frame costs no copy and fits one TLS record.
+impl OwnBuffers for WsStream {
+    fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        WsStream::poll_fill_from(self, cx, from)
+    }
+
+    /// Never called: [`OwnBuffers::drains`] says so.
+    fn poll_drain_into(
+        &mut self,
+        _: &mut Context<'_>,
+        _: &mut (dyn AsyncWrite + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::Error::other(
+            "relay: a websocket is read, not drained",
+        )))
+    }
+
+    fn drains(&self) -> bool {
+        false
     }
 }
 
@@ -118,6 +160,10 @@ impl Relayed for OutboundStream {
             OutboundStream::Shadowsocks(framed) => Some(&mut **framed),
             OutboundStream::Ss2022(framed) => Some(&mut **framed),
             OutboundStream::Vmess(framed) => Some(&mut **framed),
+            OutboundStream::Transport(stream) => stream.own_buffers(),
+            // Its writes are the stream's; its reads skip a header, but a
+            // WebSocket is only filled.
+            OutboundStream::Vless(vless) => vless.get_mut().own_buffers(),
             _ => None,
         }
     }
@@ -153,7 +199,7 @@ fn mode<R: Relayed, W: Relayed>(from: &mut R, to: &mut W) -> Mode {
         Mode::Splice
     } else if to.own_buffers().is_some() {
         Mode::Fill
-    } else if from.own_buffers().is_some() {
+    } else if from.own_buffers().is_some_and(|own| own.drains()) {
         Mode::Drain
     } else {
         Mode::Buffer

@@ -13,8 +13,6 @@ use etemenanki_ir::spec::WsEarlyData;
 use etemenanki_proto::codec::{ClientCodec, ClientStep};
 use etemenanki_proto::ws::{EarlyData, Upgrade};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::WebSocketStream;
 
 pub use server::WsServer;
 pub use stream::WsStream;
@@ -27,9 +25,10 @@ use crate::Stream;
 pub const DEFAULT_USER_AGENT: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) \
 AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
 
-/// The most of a message read ahead: the client runtime's buffer size,
-/// where tungstenite's default is 128 KiB per connection.
-const READ_BUFFER: usize = 16 * 1024;
+/// The longest frame a server may send. Frames are read as they come,
+/// never held whole, so this bounds no memory; it is tungstenite's
+/// default, which this client had before it framed its own.
+const MAX_FRAME_FROM_SERVER: u64 = 16 << 20;
 
 /// The longest answer head read before giving up, as the codec has it.
 const UPGRADE_READ_MAX: usize = 8 * 1024 + 4;
@@ -62,8 +61,10 @@ impl WsSettings {
         mut stream: Stream,
         early: Option<EarlyData<'_>>,
     ) -> io::Result<WsStream> {
-        let mut nonce = [0u8; 16];
+        // The upgrade's key, and the seed of the masking keys.
+        let (mut nonce, mut seed) = ([0u8; 16], [0u8; 8]);
         openssl::rand::rand_bytes(&mut nonce).map_err(io::Error::other)?;
+        openssl::rand::rand_bytes(&mut seed).map_err(io::Error::other)?;
         let mut codec = Upgrade::new(&self.host, &self.path, DEFAULT_USER_AGENT, early, &nonce);
         let mut out = Vec::with_capacity(512);
         codec.start(&mut out)?;
@@ -74,14 +75,7 @@ impl WsSettings {
             if let Some((used, ClientStep::Open(()))) = codec.decode(&input, &mut out)? {
                 // Frames the server sent right behind its answer.
                 let ahead = input.split_off(used.min(input.len()));
-                let ws = WebSocketStream::from_partially_read(
-                    stream,
-                    ahead,
-                    Role::Client,
-                    Some(config()),
-                )
-                .await;
-                return Ok(WsStream::new(ws));
+                return Ok(WsStream::client(stream, ahead, seed, MAX_FRAME_FROM_SERVER));
             }
             input.reserve(512.min(UPGRADE_READ_MAX.saturating_sub(input.len())).max(1));
             if stream.read_buf(&mut input).await? == 0 {
@@ -92,13 +86,6 @@ impl WsSettings {
             }
         }
     }
-}
-
-fn config() -> WebSocketConfig {
-    // Every message is written at once: the relay flushes what it writes.
-    WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(0)
 }
 
 #[cfg(test)]

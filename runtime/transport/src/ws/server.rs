@@ -28,14 +28,11 @@
 
 use std::io;
 
-use bytes::Bytes;
 use etemenanki_proto::http::head_end;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::handshake::machine::TryParse;
 use tokio_tungstenite::tungstenite::handshake::server::{create_response, write_response, Request};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::WebSocketStream;
 
 use super::WsStream;
 use crate::Stream;
@@ -44,11 +41,11 @@ use crate::Stream;
 /// the headers a browser sends and 8 KiB of early data.
 const MAX_REQUEST_HEAD: usize = 16 * 1024;
 
-/// The largest frame and message a client may send. tungstenite holds a
-/// frame whole until it has all of it, so this bounds what one connection
-/// can make the server hold (its default is 16 MiB a frame, 64 MiB a
-/// message); clients write one frame per write of their relay, a few KiB.
-const MAX_MESSAGE: usize = 1024 * 1024;
+/// The largest frame a client may send: clients write one frame per write
+/// of their relay, a few KiB. Frames are read as they come, never held
+/// whole, so this bounds no memory; it is the bound this server had when
+/// tungstenite, which holds a frame whole, read its frames.
+const MAX_FRAME_FROM_CLIENT: u64 = 1024 * 1024;
 
 /// What Go's server sends for Xray's `WriteHeader(http.StatusNotFound)`,
 /// its answer to another path or another Host: a 404 with no body.
@@ -127,14 +124,12 @@ impl WsServer {
                 stream.flush().await?;
                 // Frames the client sent right behind its request.
                 let ahead = input.split_off(len);
-                let ws = WebSocketStream::from_partially_read(
+                Ok(WsStream::server(
                     stream,
                     ahead,
-                    Role::Server,
-                    Some(config()),
-                )
-                .await;
-                Ok(WsStream::with_first(ws, Bytes::from(early)))
+                    early,
+                    MAX_FRAME_FROM_CLIENT,
+                ))
             }
         }
     }
@@ -257,12 +252,6 @@ async fn refuse(stream: &mut Stream, response: &[u8], error: io::Error) -> io::E
         let _ = stream.shutdown().await;
     }
     error
-}
-
-fn config() -> WebSocketConfig {
-    super::config()
-        .max_frame_size(Some(MAX_MESSAGE))
-        .max_message_size(Some(MAX_MESSAGE))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
 
 use super::*;
 
@@ -169,4 +170,161 @@ async fn a_wrong_path_fails_the_upgrade_with_the_server_status() {
         )
     );
     assert_eq!(seen.lock().unwrap().path, "/elsewhere");
+}
+
+/// `len` bytes that differ from those of another `seed`.
+fn pattern(len: usize, seed: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 7 + seed) % 251) as u8).collect()
+}
+
+#[tokio::test]
+async fn fragments_read_as_their_bytes_and_a_ping_between_them_is_answered() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let (addr, _) = server(|mut ws| async move {
+        let fragment = |data: &'static [u8], opcode, fin| {
+            Message::Frame(Frame::message(data, OpCode::Data(opcode), fin))
+        };
+        ws.send(fragment(b"frag one, ", Data::Binary, false))
+            .await
+            .unwrap();
+        ws.send(Message::Ping(b"between".to_vec().into()))
+            .await
+            .unwrap();
+        ws.send(fragment(b"frag two", Data::Continue, true))
+            .await
+            .unwrap();
+        assert_eq!(
+            ws.next().await.unwrap().unwrap(),
+            Message::Pong(b"between".to_vec().into())
+        );
+        // The client's close, answered by tungstenite with its own.
+        assert!(matches!(
+            ws.next().await.unwrap().unwrap(),
+            Message::Close(_)
+        ));
+        while ws.next().await.is_some() {}
+    })
+    .await;
+    let mut ws = client(addr, &settings(None), b"").await.unwrap();
+    let mut got = [0u8; 18];
+    ws.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"frag one, frag two");
+    // The pong went out while reading; the stream holds nothing now.
+    assert!(!ws.holds_buffers());
+    ws.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    ws.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty());
+}
+
+/// Our server on `listener`, upgrading one connection at `/ws`.
+async fn our_server(listener: TcpListener) -> io::Result<WsStream> {
+    let (tcp, _) = listener.accept().await.unwrap();
+    WsServer::new("/ws", None).accept(Stream::Tcp(tcp)).await
+}
+
+#[tokio::test]
+async fn our_client_and_server_move_a_mebibyte_each_way_with_half_close_and_hold_nothing_idle() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let up = pattern(1 << 20, 1);
+    let down = pattern(1 << 20, 2);
+    let (up_sent, down_sent) = (up.clone(), down.clone());
+    let served = tokio::spawn(async move {
+        let mut ws = our_server(listener).await.unwrap();
+        let mut got = Vec::new();
+        // The client's close frame ends the reads.
+        ws.read_to_end(&mut got).await.unwrap();
+        assert!(got == up_sent, "the server read what the client wrote");
+        assert!(!ws.holds_buffers());
+        // Its half-close leaves our direction open.
+        ws.write_all(&down_sent).await.unwrap();
+        ws.shutdown().await.unwrap();
+        assert!(!ws.holds_buffers());
+    });
+    let mut ws = client(addr, &settings(None), b"").await.unwrap();
+    ws.write_all(&up).await.unwrap();
+    ws.flush().await.unwrap();
+    assert!(
+        !ws.holds_buffers(),
+        "a written frame's buffer is given back"
+    );
+    ws.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    ws.read_to_end(&mut got).await.unwrap();
+    assert!(got == down, "the client read what the server wrote");
+    assert!(!ws.holds_buffers());
+    served.await.unwrap();
+}
+
+#[tokio::test]
+async fn our_server_reads_a_tungstenite_clients_masked_frames_and_answers_its_ping() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let big = pattern(100_000, 3);
+    let sent = big.clone();
+    let served = tokio::spawn(async move {
+        let mut ws = our_server(listener).await.unwrap();
+        let mut got = vec![0u8; sent.len() + 5];
+        ws.read_exact(&mut got).await.unwrap();
+        assert!(got[..sent.len()] == sent[..] && &got[sent.len()..] == b"hello");
+        ws.write_all(b"answer").await.unwrap();
+        ws.flush().await.unwrap();
+        let mut rest = Vec::new();
+        ws.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        ws.shutdown().await.unwrap();
+    });
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::client_async("ws://cdn.example/ws", tcp)
+        .await
+        .unwrap();
+    ws.send(Message::binary(big)).await.unwrap();
+    ws.send(Message::Ping(b"still there".to_vec().into()))
+        .await
+        .unwrap();
+    ws.send(Message::text("hello")).await.unwrap();
+    assert_eq!(
+        ws.next().await.unwrap().unwrap(),
+        Message::Pong(b"still there".to_vec().into())
+    );
+    assert_eq!(
+        ws.next().await.unwrap().unwrap(),
+        Message::binary(&b"answer"[..])
+    );
+    ws.close(None).await.unwrap();
+    // Our server's close, echoing tungstenite's (no code).
+    while let Some(Ok(message)) = ws.next().await {
+        assert!(matches!(message, Message::Close(_)), "{message:?}");
+    }
+    served.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_filled_frame_is_read_straight_behind_its_header_and_the_buffer_given_back() {
+    let data = pattern(100_000, 4);
+    let expected = data.clone();
+    let (addr, _) = server(move |mut ws| async move {
+        let mut got = Vec::new();
+        while let Some(Ok(Message::Binary(bytes))) = ws.next().await {
+            assert!(bytes.len() <= 16 * 1024, "one read a frame");
+            got.extend_from_slice(&bytes);
+        }
+        assert!(got == expected, "the frames carry the source's bytes");
+    })
+    .await;
+    let mut ws = client(addr, &settings(None), b"").await.unwrap();
+    let mut source = &data[..];
+    loop {
+        let n = std::future::poll_fn(|cx| ws.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+    ws.flush().await.unwrap();
+    assert!(!ws.holds_buffers());
+    ws.shutdown().await.unwrap();
 }

@@ -42,8 +42,8 @@ pub fn give(buf: Box<[u8]>) {
     });
 }
 
-/// How many spare buffers of `len` bytes this thread keeps now.
-#[cfg(test)]
+/// How many spare buffers of `len` bytes this thread keeps now: what
+/// tests see of a stream giving its buffers back.
 pub fn spares(len: usize) -> usize {
     SPARES.with_borrow(|spares| {
         spares
