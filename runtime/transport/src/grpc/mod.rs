@@ -12,6 +12,7 @@ mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use std::future::Future;
 use std::io;
