@@ -148,13 +148,13 @@ impl AsyncWrite for Wire {
         true
     }
 
-    /// Sends the whole records gathered; the rest waits for the driver's
-    /// [`Tail::poll_flush`].
+    /// Sends the whole records gathered; the rest, and the socket's own
+    /// flush (a layer that buffers records may send several at once), wait
+    /// for the driver's [`Tail::poll_flush`].
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut inner = locked(&self.0);
         if inner.out.len() >= RECORD {
             ready!(inner.poll_send(cx, false))?;
-            ready!(Pin::new(&mut inner.io).poll_flush(cx))?;
         }
         Poll::Ready(Ok(()))
     }
@@ -162,6 +162,7 @@ impl AsyncWrite for Wire {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut inner = locked(&self.0);
         ready!(inner.poll_send(cx, true))?;
+        ready!(Pin::new(&mut inner.io).poll_flush(cx))?;
         inner.wrote = false;
         Pin::new(&mut inner.io).poll_shutdown(cx)
     }
