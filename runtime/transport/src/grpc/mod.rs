@@ -5,13 +5,16 @@
 //!
 //! The streams of one outbound share HTTP/2 connections ([`pool`]), each
 //! driven by a task of its own that ends once the outbound has let go of
-//! the connection and its last stream is dropped.
+//! the connection and its last stream is dropped. On either side, h2
+//! writes through a [`wire`], which packs its frames into whole TLS
+//! records.
 
 mod pool;
 mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use std::future::Future;
 use std::io;

@@ -14,15 +14,18 @@
 //! most one connection that carries no flow, so a burst leaves no trail of
 //! idle connections behind it.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
 
+use super::wire::{self, Tail, Wire};
 use super::{h2_error, Addrs, CONNECTION_WINDOW, SEND_BUFFER, STREAM_WINDOW};
 use crate::Stream;
 
@@ -188,7 +191,8 @@ impl Pool {
     {
         let Handshake {
             send,
-            driver,
+            mut driver,
+            tail,
             addrs,
         } = dial().await?;
         let connection = Arc::new(Connection {
@@ -199,7 +203,7 @@ impl Pool {
         });
         let watch: Weak<Connection> = Arc::downgrade(&connection);
         tokio::spawn(async move {
-            if let Err(e) = driver.await {
+            if let Err(e) = poll_fn(|cx| drive(&mut driver, &tail, cx)).await {
                 tracing::debug!("grpc connection ended: {e}");
             }
             if let Some(connection) = watch.upgrade() {
@@ -210,11 +214,28 @@ impl Pool {
     }
 }
 
+/// Runs the connection's I/O until it ends, sending what h2 left gathered
+/// each time it has done all it can for now.
+fn drive(
+    driver: &mut h2::client::Connection<Wire, Bytes>,
+    tail: &Tail,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    match Pin::new(driver).poll(cx) {
+        Poll::Ready(ended) => Poll::Ready(ended.map_err(h2_error)),
+        Poll::Pending => {
+            ready!(tail.poll_flush(cx))?;
+            Poll::Pending
+        }
+    }
+}
+
 /// An HTTP/2 connection that has done its handshake, its driver not yet
 /// running.
 pub struct Handshake {
     send: SendRequest<Bytes>,
-    driver: h2::client::Connection<Stream, Bytes>,
+    driver: h2::client::Connection<Wire, Bytes>,
+    tail: Tail,
     addrs: Addrs,
 }
 
@@ -224,6 +245,7 @@ pub async fn handshake(stream: Stream) -> io::Result<Handshake> {
         local: stream.local_addr()?,
         peer: stream.peer_addr()?,
     };
+    let (wire, tail) = wire::wire(stream);
     let (send, driver) = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
@@ -240,12 +262,13 @@ pub async fn handshake(stream: Stream) -> io::Result<Handshake> {
         // clients: on a connection shared by thousands of short flows, it
         // would close every flow on it at a time of h2's choosing.
         .max_local_error_reset_streams(None)
-        .handshake::<_, Bytes>(stream)
+        .handshake::<_, Bytes>(wire)
         .await
         .map_err(h2_error)?;
     Ok(Handshake {
         send,
         driver,
+        tail,
         addrs,
     })
 }

@@ -34,6 +34,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response};
 use tokio::time::{Instant, Sleep};
 
 use super::stream::GrpcStream;
+use super::wire::{self, Tail, Wire};
 use super::{h2_error_by, Addrs, CONNECTION_WINDOW, SEND_BUFFER, STREAM_WINDOW};
 use crate::Stream;
 
@@ -106,19 +107,23 @@ impl GrpcServer {
             local: stream.local_addr()?,
             peer: stream.peer_addr()?,
         };
+        let (wire, tail) = wire::wire(stream);
         let mut connection = h2::server::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .max_header_list_size(MAX_HEADER_LIST)
             .max_send_buffer_size(SEND_BUFFER)
-            .handshake::<_, Bytes>(stream)
+            .handshake::<_, Bytes>(wire)
             .await
             .map_err(client_error)?;
+        // Our SETTINGS, gathered by the handshake.
+        poll_fn(|cx| tail.poll_flush(cx)).await?;
         let now = Instant::now();
         Ok(GrpcConnection {
             ping: connection.ping_pong(),
             connection,
+            tail,
             paths: self.paths.clone(),
             addrs,
             ping_interval: self.ping_interval,
@@ -158,7 +163,9 @@ enum Idle {
 
 /// One HTTP/2 connection of a client and the calls it opens.
 pub struct GrpcConnection {
-    connection: Connection<Stream, Bytes>,
+    connection: Connection<Wire, Bytes>,
+    /// What h2 left gathered, sent each time it has done all it can.
+    tail: Tail,
     paths: Paths,
     addrs: Addrs,
     /// h2 hands out one `PingPong` a connection.
@@ -205,6 +212,22 @@ impl GrpcConnection {
         if self.ended {
             return Poll::Ready(None);
         }
+        let next = self.poll_call(cx);
+        match self.tail.poll_flush(cx) {
+            Poll::Ready(Err(e)) if next.is_pending() => {
+                self.ended = true;
+                Poll::Ready(Some(Err(io::Error::new(
+                    e.kind(),
+                    format!("grpc connection: {e}"),
+                ))))
+            }
+            // Yielding a call, the connection is polled again at once: what
+            // is left goes then.
+            _ => next,
+        }
+    }
+
+    fn poll_call(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Stream>>> {
         loop {
             self.poll_idle(cx);
             if let Err(e) = self.poll_ping(cx) {

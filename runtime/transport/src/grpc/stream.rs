@@ -20,8 +20,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::pool::Lease;
 use super::{h2_error, h2_error_by, Addrs};
 
-/// The most payload one message carries: a DATA frame's default size.
-const MESSAGE_MAX: usize = 16 * 1024 - gun::HEADER_MAX;
+/// The most payload one message carries: more than a relay's buffer, so
+/// one write is one message (h2 cuts it into DATA frames the server's
+/// size, and the [`super::wire`] packs those into whole records).
+const MESSAGE_MAX: usize = 32 * 1024 - gun::HEADER_MAX;
 
 /// Messages are cut from blocks of this size, so a write allocates only
 /// when the block before is used up and h2 still holds part of it.
