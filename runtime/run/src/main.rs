@@ -5,7 +5,6 @@
 
 mod apply;
 mod balancer;
-mod buffers;
 mod connect;
 mod dns;
 mod drain;
@@ -22,7 +21,7 @@ mod relay;
 mod route;
 mod stream_datagrams;
 
-use etemenanki_transport::{dial, resolve};
+use etemenanki_transport::{buffers, dial, resolve};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -11,6 +11,7 @@
 //!   stream;
 //! - [`grpc`]: a gun tunnel on one HTTP/2 stream as a byte stream, and the
 //!   server's connection that yields one per call;
+//! - [`buffers`]: spare buffers per thread, taken while bytes move;
 //! - [`Stream`]: the one stream type both sides hand the protocols, and
 //!   [`Prefixed`] for bytes read ahead of it.
 //!
@@ -18,6 +19,7 @@
 //! does not recompile with every change to the runtime.
 
 mod acceptor;
+pub mod buffers;
 mod connector;
 pub mod dial;
 pub mod grpc;
