@@ -127,8 +127,11 @@ impl AsyncWrite for WsStream {
 
     /// Sends the close frame; the peer's own close ends the reads.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().ws)
-            .poll_close(cx)
-            .map_err(io_error)
+        let this = self.get_mut();
+        ready!(Pin::new(&mut this.ws).poll_close(cx)).map_err(io_error)?;
+        // tungstenite's server writes its answer to the peer's close and
+        // ends without flushing the stream under it, where a TLS session
+        // gathers records until flushed.
+        Pin::new(this.ws.get_mut()).poll_flush(cx)
     }
 }
