@@ -21,9 +21,7 @@ mod relay;
 mod route;
 mod stream_datagrams;
 
-/// The spare buffers, shared with the transports'.
-use etemenanki_transport::buffers;
-use etemenanki_transport::{dial, resolve};
+use etemenanki_transport::{buffers, dial, resolve};
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,7 +1,9 @@
 //! Spare buffers, a few of each size per worker thread, so that a stream
 //! can take one when bytes start to move and give it back the moment it
 //! runs dry, without an allocation and a free every time. An idle
-//! connection holds none: its memory is its sockets'.
+//! connection holds none: its memory is its sockets'. Shared by the
+//! transports (a TLS session's record buffers) and the runtime (the relay,
+//! framed streams).
 
 use std::cell::RefCell;
 

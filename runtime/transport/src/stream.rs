@@ -8,9 +8,9 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_openssl::SslStream;
 
 use crate::grpc::GrpcStream;
+use crate::tls::TlsStream;
 use crate::ws::WsStream;
 
 /// A closed enum, so the relay can see plain TCP (its splice fast path)
@@ -18,7 +18,7 @@ use crate::ws::WsStream;
 pub enum Stream {
     Tcp(TcpStream),
     /// Boxed: the TLS session is far larger than a socket.
-    Tls(Box<SslStream<TcpStream>>),
+    Tls(Box<TlsStream<TcpStream>>),
     /// Boxed: a WebSocket over TCP or TLS, with its buffers, either side.
     Ws(Box<WsStream>),
     /// Boxed: one HTTP/2 stream carrying gun messages, a client's call or

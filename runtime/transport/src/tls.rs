@@ -8,7 +8,6 @@
 //! `io::Error` whose text says what failed and why, in OpenSSL's words.
 
 use std::io;
-use std::pin::Pin;
 
 use etemenanki_ir::spec::{ServerTls, TlsSpec, Verify};
 use openssl::error::ErrorStack;
@@ -18,8 +17,11 @@ use openssl::ssl::{
     SslVerifyMode, SslVersion,
 };
 use openssl::x509::{X509VerifyResult, X509};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_openssl::SslStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+mod stream;
+
+pub use stream::{TlsStream, WIRE_BUF};
 
 /// The oldest protocol version either side speaks.
 const MIN_VERSION: SslVersion = SslVersion::TLS1_2;
@@ -107,7 +109,7 @@ impl TlsConnector {
     pub async fn connect<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: S,
-    ) -> io::Result<SslStream<S>> {
+    ) -> io::Result<TlsStream<S>> {
         let ssl = self
             .connector
             .configure()
@@ -116,9 +118,16 @@ impl TlsConnector {
                 config.into_ssl(&self.server_name)
             })
             .map_err(openssl_error)?;
-        let mut tls = SslStream::new(ssl, stream).map_err(openssl_error)?;
-        match Pin::new(&mut tls).connect().await {
-            Ok(()) => Ok(tls),
+        let mut tls = TlsStream::new(ssl, stream).map_err(openssl_error)?;
+        match tls.connect().await {
+            // The last flight may still be in the wire.
+            Ok(()) => match tls.flush().await {
+                Ok(()) => Ok(tls),
+                Err(e) => Err(io::Error::new(
+                    e.kind(),
+                    format!("tls handshake with {} failed: {e}", self.server_name),
+                )),
+            },
             Err(error) => {
                 let rejected = if self.verify {
                     Some(tls.ssl().verify_result()).filter(|r| *r != X509VerifyResult::OK)
@@ -161,6 +170,11 @@ impl TlsAcceptor {
             .set_min_proto_version(Some(MIN_VERSION))
             .map_err(openssl_error)?;
         tune(&mut builder);
+        // No TLS 1.3 session tickets: a client that never resumes (ours
+        // cannot: resumption needs `SslRef::set_session`, which is unsafe)
+        // keeps ~7 KiB more per connection once it has read one, and each
+        // costs the server a seal per handshake.
+        builder.set_num_tickets(0).map_err(openssl_error)?;
         let mut chain = X509::stack_from_pem(&tls.cert_pem)
             .map_err(|e| {
                 invalid(format!(
@@ -205,11 +219,17 @@ impl TlsAcceptor {
     pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: S,
-    ) -> io::Result<SslStream<S>> {
+    ) -> io::Result<TlsStream<S>> {
         let ssl = Ssl::new(self.acceptor.context()).map_err(openssl_error)?;
-        let mut tls = SslStream::new(ssl, stream).map_err(openssl_error)?;
-        match Pin::new(&mut tls).accept().await {
-            Ok(()) => Ok(tls),
+        let mut tls = TlsStream::new(ssl, stream).map_err(openssl_error)?;
+        match tls.accept().await {
+            Ok(()) => match tls.flush().await {
+                Ok(()) => Ok(tls),
+                Err(e) => Err(io::Error::new(
+                    e.kind(),
+                    format!("tls handshake failed: {e}"),
+                )),
+            },
             Err(error) => Err(handshake_error("tls handshake", error)),
         }
     }

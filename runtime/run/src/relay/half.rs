@@ -242,12 +242,6 @@ impl Half {
                     continue;
                 }
             }
-            // A layered stream (TLS) may hold written bytes until flushed;
-            // a socket's flush is free.
-            if self.unflushed {
-                ready!(Pin::new(&mut *to).poll_flush(cx))?;
-                self.unflushed = false;
-            }
             if let Some(finished) = self.poll_end_or_yield(cx, to, reads) {
                 return finished;
             }
@@ -266,6 +260,13 @@ impl Half {
                 Poll::Pending => {
                     // Nothing to carry: an idle direction holds no carrier.
                     self.release();
+                    // A layered stream (TLS) may hold written bytes until
+                    // flushed, gathering what several reads carried into
+                    // one send; a socket's flush is free.
+                    if self.unflushed {
+                        ready!(Pin::new(&mut *to).poll_flush(cx))?;
+                        self.unflushed = false;
+                    }
                     return Poll::Pending;
                 }
                 Poll::Ready(Err(e)) => {
