@@ -25,8 +25,11 @@ use crate::buffers;
 /// 000's 16 KiB client buffers for socks and http.
 pub const RELAY_BUF: usize = 16 * 1024;
 /// Reads one direction may make in one poll before yielding to the rest of
-/// the runtime.
-const READS_PER_POLL: u32 = 16;
+/// the runtime: seed 003's WORK_BUDGET of 64 units, which with a write a
+/// read is also where tokio's own budget (128) would make the sockets
+/// wait. Every yield wakes an idle worker to offer it the task, so a
+/// smaller cap costs a bulk transfer a cross-thread wake every few reads.
+const READS_PER_POLL: u32 = 64;
 
 /// How a direction carries its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
