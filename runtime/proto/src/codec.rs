@@ -229,6 +229,13 @@ pub trait ServerRequest {
     /// is the outbound's local address where it has one.
     fn on_connected(&self, bound: SocketAddr, out: &mut Vec<u8>);
 
+    /// Whether [`on_connected`](Self::on_connected) tells the client
+    /// `bound` (a SOCKS reply does): when not, the runtime passes the
+    /// unspecified address and spares the connection asking its socket.
+    fn reports_bound(&self) -> bool {
+        true
+    }
+
     /// Appends what the client is told when the dial failed with `error`.
     fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>);
 }

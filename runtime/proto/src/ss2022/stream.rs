@@ -62,8 +62,7 @@ impl Ss2022Stream {
         clock: fn() -> SystemTime,
     ) -> io::Result<Ss2022Stream> {
         let mut salt = [0; MAX_KEY_LEN];
-        random::fill(&mut salt[..keys.salt_len()])?;
-        let padding = random::padding_len()?;
+        let padding = random::salt_and_padding(&mut salt[..keys.salt_len()])?;
         Self::with_salt(keys, destination, now, clock, &salt, padding)
     }
 

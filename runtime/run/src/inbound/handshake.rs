@@ -167,7 +167,11 @@ pub async fn open_and_relay<C: Relayed, R: ServerRequest>(
     }
     match open_stream(&shared.plane, &shared.tag, &flow).await {
         Ok(mut opened) => {
-            let bound = opened.stream.local_addr().unwrap_or_else(unspecified);
+            let bound = if request.reports_bound() {
+                opened.stream.local_addr().unwrap_or_else(unspecified)
+            } else {
+                unspecified()
+            };
             request.on_connected(bound, &mut reply);
             if !reply.is_empty() {
                 client.write_all(&reply).await?;

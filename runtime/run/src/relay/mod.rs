@@ -369,6 +369,17 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn large_transfers_arrive_whole_in_both_directions_at_once() {
+        transfer_both_ways().await;
+    }
+
+    /// The relay yields every READS_PER_POLL reads; on the runtime's own
+    /// scheduler, with idle workers about, it is polled again each time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_transfers_arrive_whole_on_a_multi_thread_runtime_too() {
+        transfer_both_ways().await;
+    }
+
+    async fn transfer_both_ways() {
         for mode in MODES {
             let drain = Drain::default();
             let (app, server, relay) = relayed(mode, Duration::from_secs(30), &drain).await;
