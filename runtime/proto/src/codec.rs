@@ -230,10 +230,10 @@ pub trait ServerRequest {
     fn on_connected(&self, bound: SocketAddr, out: &mut Vec<u8>);
 
     /// Whether [`on_connected`](Self::on_connected) tells the client
-    /// `bound` (a SOCKS reply does): when not, the runtime passes the
+    /// `bound` (only a SOCKS reply does): when not, the runtime passes the
     /// unspecified address and spares the connection asking its socket.
     fn reports_bound(&self) -> bool {
-        true
+        false
     }
 
     /// Appends what the client is told when the dial failed with `error`.

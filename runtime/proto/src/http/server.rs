@@ -77,10 +77,6 @@ impl ServerRequest for RequestHead {
         }
     }
 
-    fn reports_bound(&self) -> bool {
-        false
-    }
-
     /// 403 for a destination this proxy refuses (one of its own inbounds),
     /// 502 for a dial that failed.
     fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>) {

@@ -62,6 +62,10 @@ impl ServerRequest for Request {
         out.extend_from_slice(&self.reply(status::SUCCEEDED, bound));
     }
 
+    fn reports_bound(&self) -> bool {
+        true
+    }
+
     fn on_connect_failed(&self, error: io::ErrorKind, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.reply(status_of(error), unspecified()));
     }

@@ -76,10 +76,6 @@ impl ServerRequest for Request {
     /// Trojan answers nothing: the client's stream is open once it wrote.
     fn on_connected(&self, _bound: SocketAddr, _out: &mut Vec<u8>) {}
 
-    fn reports_bound(&self) -> bool {
-        false
-    }
-
     /// Nothing either: the connection is closed.
     fn on_connect_failed(&self, _error: io::ErrorKind, _out: &mut Vec<u8>) {}
 }

@@ -84,10 +84,6 @@ impl ServerRequest for Request {
         out.extend_from_slice(&[VERSION, 0]);
     }
 
-    fn reports_bound(&self) -> bool {
-        false
-    }
-
     /// Nothing: the connection is closed, as Xray does.
     fn on_connect_failed(&self, _error: io::ErrorKind, _out: &mut Vec<u8>) {}
 }

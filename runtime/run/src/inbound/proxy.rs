@@ -334,9 +334,5 @@ impl ServerRequest for Answered {
 
     fn on_connected(&self, _bound: SocketAddr, _out: &mut Vec<u8>) {}
 
-    fn reports_bound(&self) -> bool {
-        false
-    }
-
     fn on_connect_failed(&self, _error: io::ErrorKind, _out: &mut Vec<u8>) {}
 }
