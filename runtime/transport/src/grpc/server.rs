@@ -20,8 +20,8 @@
 
 use std::future::{poll_fn, Future};
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::pin::{pin, Pin};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -108,16 +108,23 @@ impl GrpcServer {
             peer: stream.peer_addr()?,
         };
         let (wire, tail) = wire::wire(stream);
-        let mut connection = h2::server::Builder::new()
+        let mut handshake = pin!(h2::server::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .max_header_list_size(MAX_HEADER_LIST)
             .max_send_buffer_size(SEND_BUFFER)
-            .handshake::<_, Bytes>(wire)
-            .await
-            .map_err(client_error)?;
-        // Our SETTINGS, gathered by the handshake.
+            .handshake::<_, Bytes>(wire));
+        // Our SETTINGS, gathered by the handshake, go out while it waits
+        // for the client's preface: a client may wait for them first.
+        let mut connection = poll_fn(|cx| match handshake.as_mut().poll(cx) {
+            Poll::Ready(done) => Poll::Ready(done.map_err(client_error)),
+            Poll::Pending => {
+                ready!(tail.poll_flush(cx))?;
+                Poll::Pending
+            }
+        })
+        .await?;
         poll_fn(|cx| tail.poll_flush(cx)).await?;
         let now = Instant::now();
         Ok(GrpcConnection {
