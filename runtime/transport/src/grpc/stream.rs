@@ -281,8 +281,9 @@ impl GrpcStream {
     /// Reads once from `from` straight behind a header's room in the
     /// message block and sends what came as one gun message: the relay's
     /// way in, with no copy between the read and h2, up to a whole
-    /// message a read. The block is let go when `from` has nothing (h2
-    /// frees it once sent), so an idle stream holds none. `Ready(Ok(0))`
+    /// message a read. The block and the unused window are let go when
+    /// `from` has nothing (h2 frees the block once sent), so an idle
+    /// stream holds neither. `Ready(Ok(0))`
     /// is `from`'s end of stream.
     pub fn poll_fill_from(
         &mut self,
@@ -303,7 +304,12 @@ impl GrpcStream {
                 Poll::Ready(Ok(n))
             }
             other => {
+                // Neither the block nor the window reserved for it is
+                // held while the source has nothing: the connection's
+                // window is shared, and idle streams holding a message's
+                // worth each would stall the others.
                 self.out = BytesMut::new();
+                self.send.reserve_capacity(0);
                 other
             }
         }

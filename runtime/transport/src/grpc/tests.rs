@@ -418,3 +418,39 @@ async fn a_filled_message_is_read_straight_behind_its_header_and_the_block_given
     grpc.read_to_end(&mut rest).await.unwrap();
     assert!(rest.is_empty());
 }
+
+#[tokio::test]
+async fn idle_filled_flows_hold_no_window_so_the_next_flow_still_sends() {
+    // The test server's connection window is h2's default, 64 KiB: flows
+    // each keeping a whole message's window while idle would stall the
+    // third.
+    let (addr, accepted) = counting_server(0).await;
+    let settings = GrpcSettings::new("grpc.example", "svc", false).unwrap();
+    let mut idle = Vec::new();
+    for n in 0..8u8 {
+        let mut grpc = settings.open(|| dial(addr)).await.unwrap();
+        let (mut app, mut source) = tokio::io::duplex(64);
+        app.write_all(&[n]).await.unwrap();
+        let fill = std::future::poll_fn(|cx| grpc.poll_fill_from(cx, &mut source));
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(10), fill)
+            .await
+            .unwrap_or_else(|_| panic!("flow {n} got no window"))
+            .unwrap();
+        assert_eq!(sent, 1, "flow {n}");
+        // The source has nothing more: the fill waits and lets the block go.
+        let waiting = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(grpc.poll_fill_from(cx, &mut source).is_pending())
+        })
+        .await;
+        assert!(waiting && !grpc.holds_block(), "flow {n}");
+        let mut back = [0u8; 1];
+        grpc.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, [n], "flow {n}");
+        idle.push((grpc, app, source));
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the flows share one connection"
+    );
+}
