@@ -290,7 +290,13 @@ impl GrpcStream {
         cx: &mut Context<'_>,
         from: &mut (dyn AsyncRead + Unpin),
     ) -> Poll<io::Result<usize>> {
-        let max = ready!(self.poll_room(cx, MESSAGE_MAX))?;
+        // As a write's, a closed stream's error is for a read that brought
+        // bytes to send: the fill waits on its source before any, and the
+        // other direction may still carry the peer's last bytes.
+        let (max, refused) = match ready!(self.poll_room(cx, MESSAGE_MAX)) {
+            Ok(max) => (max, None),
+            Err(e) => (MESSAGE_MAX, Some(e)),
+        };
         let room = gun::header_len(max);
         if self.out.capacity() < room + max {
             self.out.reserve(OUT_BLOCK);
@@ -299,6 +305,10 @@ impl GrpcStream {
         let read = poll_read_buf(Pin::new(from), cx, &mut (&mut self.out).limit(max));
         match read {
             Poll::Ready(Ok(n)) if n > 0 => {
+                if let Some(e) = refused {
+                    self.out = BytesMut::new();
+                    return Poll::Ready(Err(e));
+                }
                 let message = self.out.split();
                 self.send_message(message, room, n)?;
                 Poll::Ready(Ok(n))
