@@ -21,8 +21,8 @@ use tokio_util::io::poll_read_buf;
 use super::pool::Lease;
 use super::{h2_error, h2_error_by, Addrs};
 
-/// The most payload one message carries: more than a relay's buffer, so
-/// one write is one message (h2 cuts it into DATA frames the server's
+/// The most payload one message carries, and one fill reads: more than a
+/// relay's buffer, so one write is one message (h2 cuts it into DATA frames the server's
 /// size, and the [`super::wire`] packs those into whole records).
 pub(super) const MESSAGE_MAX: usize = 32 * 1024 - gun::HEADER_MAX;
 
@@ -283,8 +283,7 @@ impl GrpcStream {
     /// way in, with no copy between the read and h2, up to a whole
     /// message a read. The block and the unused window are let go when
     /// `from` has nothing (h2 frees the block once sent), so an idle
-    /// stream holds neither. `Ready(Ok(0))`
-    /// is `from`'s end of stream.
+    /// stream holds neither. `Ready(Ok(0))` is `from`'s end of stream.
     pub fn poll_fill_from(
         &mut self,
         cx: &mut Context<'_>,
