@@ -19,6 +19,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use etemenanki_proto::codec::StreamCodec;
+use etemenanki_transport::grpc::GrpcStream;
 use etemenanki_transport::ws::WsStream;
 use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -86,7 +87,8 @@ impl Relayed for Stream {
     fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
         match self {
             Stream::Ws(ws) => Some(&mut **ws),
-            Stream::Tcp(_) | Stream::Tls(_) | Stream::Grpc(_) => None,
+            Stream::Grpc(grpc) => Some(&mut **grpc),
+            Stream::Tcp(_) | Stream::Tls(_) => None,
         }
     }
 }
@@ -110,6 +112,33 @@ impl OwnBuffers for WsStream {
     ) -> Poll<io::Result<usize>> {
         Poll::Ready(Err(io::Error::other(
             "relay: a websocket is read, not drained",
+        )))
+    }
+
+    fn drains(&self) -> bool {
+        false
+    }
+}
+
+/// A gun stream is filled: the relay reads straight behind a message
+/// header's room, up to a whole message a read, with no copy into it.
+impl OwnBuffers for GrpcStream {
+    fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        GrpcStream::poll_fill_from(self, cx, from)
+    }
+
+    /// Never called: [`OwnBuffers::drains`] says so.
+    fn poll_drain_into(
+        &mut self,
+        _: &mut Context<'_>,
+        _: &mut (dyn AsyncWrite + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(io::Error::other(
+            "relay: a grpc stream is read, not drained",
         )))
     }
 
@@ -162,7 +191,7 @@ impl Relayed for OutboundStream {
             OutboundStream::Vmess(framed) => Some(&mut **framed),
             OutboundStream::Transport(stream) => stream.own_buffers(),
             // Its writes are the stream's; its reads skip a header, but a
-            // WebSocket is only filled.
+            // WebSocket or gun stream is only filled.
             OutboundStream::Vless(vless) => vless.get_mut().own_buffers(),
             _ => None,
         }

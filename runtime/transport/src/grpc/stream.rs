@@ -16,14 +16,15 @@ use h2::client::ResponseFuture;
 use h2::{RecvStream, SendStream};
 use http::HeaderMap;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_util::io::poll_read_buf;
 
 use super::pool::Lease;
 use super::{h2_error, h2_error_by, Addrs};
 
-/// The most payload one message carries: more than a relay's buffer, so
-/// one write is one message (h2 cuts it into DATA frames the server's
+/// The most payload one message carries, and one fill reads: more than a
+/// relay's buffer, so one write is one message (h2 cuts it into DATA frames the server's
 /// size, and the [`super::wire`] packs those into whole records).
-const MESSAGE_MAX: usize = 32 * 1024 - gun::HEADER_MAX;
+pub(super) const MESSAGE_MAX: usize = 32 * 1024 - gun::HEADER_MAX;
 
 /// Messages are cut from blocks of this size, so a write allocates only
 /// when the block before is used up and h2 still holds part of it.
@@ -242,6 +243,94 @@ impl AsyncRead for GrpcStream {
     }
 }
 
+impl GrpcStream {
+    /// Waits for h2 to grant room for a message of up to `want` payload
+    /// bytes and its header; returns how much payload it may carry.
+    fn poll_room(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
+        if self.ended {
+            return Poll::Ready(Err(closed("grpc stream already shut down")));
+        }
+        let head = gun::header_len(want);
+        // Wait for room for the header and at least one byte.
+        while self.send.capacity() <= head {
+            self.send.reserve_capacity(head + want);
+            match ready!(self.send.poll_capacity(cx)) {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Poll::Ready(Err(self.side.error(e))),
+                None => return Poll::Ready(Err(closed("grpc stream closed"))),
+            }
+        }
+        Poll::Ready(Ok(want.min(self.send.capacity() - head)))
+    }
+
+    /// Sends `message`, `room` bytes of header room then `n` payload
+    /// bytes, as one gun message: its header laid right before the
+    /// payload, the room before it cut off.
+    fn send_message(&mut self, mut message: BytesMut, room: usize, n: usize) -> io::Result<()> {
+        let mut header = [0u8; gun::HEADER_MAX];
+        let used = gun::encode_header(n, &mut header)?;
+        let at = room - used;
+        message[at..room].copy_from_slice(&header[..used]);
+        bytes::Buf::advance(&mut message, at);
+        let side = self.side;
+        self.send
+            .send_data(message.freeze(), false)
+            .map_err(|e| side.error(e))
+    }
+
+    /// Reads once from `from` straight behind a header's room in the
+    /// message block and sends what came as one gun message: the relay's
+    /// way in, with no copy between the read and h2, up to a whole
+    /// message a read. The block and the unused window are let go when
+    /// `from` has nothing (h2 frees the block once sent), so an idle
+    /// stream holds neither. `Ready(Ok(0))` is `from`'s end of stream.
+    pub fn poll_fill_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut (dyn AsyncRead + Unpin),
+    ) -> Poll<io::Result<usize>> {
+        // As a write's, a closed stream's error is for a read that brought
+        // bytes to send: the fill waits on its source before any, and the
+        // other direction may still carry the peer's last bytes.
+        let (max, refused) = match ready!(self.poll_room(cx, MESSAGE_MAX)) {
+            Ok(max) => (max, None),
+            Err(e) => (MESSAGE_MAX, Some(e)),
+        };
+        let room = gun::header_len(max);
+        if self.out.capacity() < room + max {
+            self.out.reserve(OUT_BLOCK);
+        }
+        self.out.put_bytes(0, room);
+        let read = poll_read_buf(Pin::new(from), cx, &mut (&mut self.out).limit(max));
+        match read {
+            Poll::Ready(Ok(n)) if n > 0 => {
+                if let Some(e) = refused {
+                    self.out = BytesMut::new();
+                    return Poll::Ready(Err(e));
+                }
+                let message = self.out.split();
+                self.send_message(message, room, n)?;
+                Poll::Ready(Ok(n))
+            }
+            other => {
+                // Neither the block nor the window reserved for it is
+                // held while the source has nothing: the connection's
+                // window is shared, and idle streams holding a message's
+                // worth each would stall the others.
+                self.out = BytesMut::new();
+                self.send.reserve_capacity(0);
+                other
+            }
+        }
+    }
+
+    /// Whether the stream holds a message block of its own now.
+    #[cfg(test)]
+    pub(super) fn holds_block(&self) -> bool {
+        self.out.capacity() > 0
+    }
+}
+
 impl AsyncWrite for GrpcStream {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -249,36 +338,18 @@ impl AsyncWrite for GrpcStream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.ended {
-            return Poll::Ready(Err(closed("grpc stream already shut down")));
-        }
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let want = buf.len().min(MESSAGE_MAX);
-        let head = gun::header_len(want);
-        // Wait for room for the header and at least one byte.
-        while this.send.capacity() <= head {
-            this.send.reserve_capacity(head + want);
-            match ready!(this.send.poll_capacity(cx)) {
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Poll::Ready(Err(this.side.error(e))),
-                None => return Poll::Ready(Err(closed("grpc stream closed"))),
-            }
-        }
-        let n = want.min(this.send.capacity() - head);
-        let mut header = [0u8; gun::HEADER_MAX];
-        let used = gun::encode_header(n, &mut header)?;
-        if this.out.capacity() < used + n {
+        let n = ready!(this.poll_room(cx, buf.len().min(MESSAGE_MAX)))?;
+        let room = gun::header_len(n);
+        if this.out.capacity() < room + n {
             this.out.reserve(OUT_BLOCK);
         }
-        this.out.put_slice(&header[..used]);
+        this.out.put_bytes(0, room);
         this.out.put_slice(&buf[..n]);
-        let message = this.out.split().freeze();
-        let side = this.side;
-        this.send
-            .send_data(message, false)
-            .map_err(|e| side.error(e))?;
+        let message = this.out.split();
+        this.send_message(message, room, n)?;
         Poll::Ready(Ok(n))
     }
 

@@ -344,3 +344,113 @@ async fn flows_waiting_on_a_failed_connect_fail_with_it_and_the_next_dial_tries_
     assert_eq!(err.to_string(), "refused");
     assert_eq!(dials.load(Ordering::SeqCst), 2, "a later flow tries again");
 }
+
+/// The payloads of the gun messages in `wire`, a request body's bytes.
+fn gun_payloads(mut wire: &[u8]) -> Vec<&[u8]> {
+    let mut payloads = Vec::new();
+    while !wire.is_empty() {
+        assert_eq!(wire[0], 0, "an uncompressed message");
+        let len = u32::from_be_bytes(wire[1..5].try_into().unwrap()) as usize;
+        let (mut message, rest) = wire[5..].split_at(len);
+        assert_eq!(message[0], 0x0A, "the data field");
+        message = &message[1..];
+        let mut n = 0usize;
+        for shift in (0..).step_by(7) {
+            let byte = message[0];
+            message = &message[1..];
+            n |= usize::from(byte & 0x7F) << shift;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        assert_eq!(n, message.len(), "the field fills its message");
+        payloads.push(message);
+        wire = rest;
+    }
+    payloads
+}
+
+#[tokio::test]
+async fn a_filled_message_is_read_straight_behind_its_header_and_the_block_given_back() {
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let expected = data.clone();
+    let (done, got) = tokio::sync::oneshot::channel();
+    let (addr, _) = server(move |mut body, mut respond| async move {
+        let mut wire = Vec::new();
+        while let Some(frame) = body.data().await {
+            let frame = frame.unwrap();
+            body.flow_control().release_capacity(frame.len()).unwrap();
+            wire.extend_from_slice(&frame);
+        }
+        let mut send = respond.send_response(ok(), false).unwrap();
+        send.send_trailers(super::server::status_ok()).unwrap();
+        done.send(wire).unwrap();
+    })
+    .await;
+    let mut grpc = open(addr, "tunnel.Svc").await;
+    let mut source = &data[..];
+    for _ in 0..1000 {
+        let n = std::future::poll_fn(|cx| grpc.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+    assert!(source.is_empty(), "the source was read through");
+    assert!(!grpc.holds_block(), "the block went at the source's end");
+    grpc.shutdown().await.unwrap();
+    let wire = got.await.unwrap();
+    let payloads = gun_payloads(&wire);
+    assert!(
+        payloads.iter().all(|p| p.len() <= stream::MESSAGE_MAX),
+        "a read a message, a message at most the limit"
+    );
+    assert!(
+        payloads.iter().any(|p| p.len() > 16 * 1024),
+        "a read takes more than a relay buffer"
+    );
+    assert!(
+        payloads.concat() == expected,
+        "the messages carry the source's bytes"
+    );
+    let mut rest = Vec::new();
+    grpc.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty());
+}
+
+#[tokio::test]
+async fn idle_filled_flows_hold_no_window_so_the_next_flow_still_sends() {
+    // The test server's connection window is h2's default, 64 KiB: flows
+    // each keeping a whole message's window while idle would stall the
+    // third.
+    let (addr, accepted) = counting_server(0).await;
+    let settings = GrpcSettings::new("grpc.example", "svc", false).unwrap();
+    let mut idle = Vec::new();
+    for n in 0..8u8 {
+        let mut grpc = settings.open(|| dial(addr)).await.unwrap();
+        let (mut app, mut source) = tokio::io::duplex(64);
+        app.write_all(&[n]).await.unwrap();
+        let fill = std::future::poll_fn(|cx| grpc.poll_fill_from(cx, &mut source));
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(10), fill)
+            .await
+            .unwrap_or_else(|_| panic!("flow {n} got no window"))
+            .unwrap();
+        assert_eq!(sent, 1, "flow {n}");
+        // The source has nothing more: the fill waits and lets the block go.
+        let waiting = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(grpc.poll_fill_from(cx, &mut source).is_pending())
+        })
+        .await;
+        assert!(waiting && !grpc.holds_block(), "flow {n}");
+        let mut back = [0u8; 1];
+        grpc.read_exact(&mut back).await.unwrap();
+        assert_eq!(back, [n], "flow {n}");
+        idle.push((grpc, app, source));
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the flows share one connection"
+    );
+}
