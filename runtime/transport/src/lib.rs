@@ -34,3 +34,13 @@ pub use acceptor::{listen, Accepted, Acceptor};
 pub use connector::Connector;
 pub use prefixed::Prefixed;
 pub use stream::Stream;
+
+/// Gives the worker back to the rest of the runtime, as tokio's own
+/// budget does: the task is woken once this worker has polled its I/O
+/// driver. Waking its own waker instead would also wake an idle worker
+/// to offer it the task, a cross-thread wake per yield.
+pub fn yield_task<T>(cx: &mut std::task::Context<'_>) -> std::task::Poll<T> {
+    use std::future::Future;
+    let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+    std::task::Poll::Pending
+}

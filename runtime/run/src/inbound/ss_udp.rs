@@ -126,8 +126,7 @@ impl Server {
                 return Poll::Pending;
             }
         }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        etemenanki_transport::yield_task(cx)
     }
 
     /// Opens the client's packet of `n` bytes and routes it; one that does

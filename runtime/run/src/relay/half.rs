@@ -12,9 +12,8 @@
 //! are written and the next read would block. Backpressure is simply not
 //! reading: while a direction's bytes are unwritten it does not read more.
 
-use std::future::Future;
 use std::io;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::ReadBuf;
@@ -301,10 +300,10 @@ impl Half {
                 return finished;
             }
             let step = if self.mode == Mode::Fill {
-                let to = to.own_buffers().ok_or_else(no_own_buffers)?;
+                let to = to.fills().ok_or_else(no_own_buffers)?;
                 to.poll_fill_from(cx, from)
             } else {
-                let from = from.own_buffers().ok_or_else(no_own_buffers)?;
+                let from = from.drains().ok_or_else(no_own_buffers)?;
                 from.poll_drain_into(cx, to)
             };
             match step {
@@ -347,11 +346,7 @@ impl Half {
             });
         }
         if reads == READS_PER_POLL {
-            // Yielded as tokio's own budget yields: the task is woken once
-            // this worker has polled its I/O driver. Waking it here instead
-            // would also wake an idle worker to offer it the task.
-            let _ = pin!(tokio::task::yield_now()).poll(cx);
-            return Some(Poll::Pending);
+            return Some(etemenanki_transport::yield_task(cx));
         }
         None
     }

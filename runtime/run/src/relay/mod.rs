@@ -37,18 +37,23 @@ pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
     /// move in the kernel.
     fn plain_tcp(&mut self) -> Option<&mut TcpStream>;
 
-    /// The stream's own frame buffers, when it seals and opens frames in
-    /// them (a [`Framed`]): the relay then reads into and writes out of
-    /// those instead of copying through a buffer of its own.
-    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+    /// The stream's own frame buffers, when it seals what it writes in
+    /// them (a [`Framed`], a WebSocket, a gun stream): the relay then
+    /// reads straight into those instead of through a buffer of its own.
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
+        None
+    }
+
+    /// The stream's own frame buffers, when it opens what it reads in
+    /// them (a [`Framed`]): the relay then writes the opened payload out
+    /// from there.
+    fn drains(&mut self) -> Option<&mut dyn Drains> {
         None
     }
 }
 
-/// A stream whose bytes wait in buffers of its own: a framed stream seals
-/// what it reads from the other side where it lies, and hands opened
-/// payload to the other side from where it was opened.
-pub trait OwnBuffers {
+/// A stream that seals what it sends where the relay read it.
+pub trait Fills {
     /// Reads once from `from` into its own buffer and sends it on, sealed;
     /// `Ready(Ok(0))` is `from`'s end of stream.
     fn poll_fill_from(
@@ -56,7 +61,10 @@ pub trait OwnBuffers {
         cx: &mut Context<'_>,
         from: &mut (dyn AsyncRead + Unpin),
     ) -> Poll<io::Result<usize>>;
+}
 
+/// A stream that hands the relay opened payload from where it was opened.
+pub trait Drains {
     /// Writes opened payload to `to` once; `Ready(Ok(0))` is the end of
     /// its stream.
     fn poll_drain_into(
@@ -64,13 +72,6 @@ pub trait OwnBuffers {
         cx: &mut Context<'_>,
         to: &mut (dyn AsyncWrite + Unpin),
     ) -> Poll<io::Result<usize>>;
-
-    /// Whether its reads are drained from its own buffers: a WebSocket's
-    /// are not, it decodes in the reader's buffer, so it is read as any
-    /// stream is and only filled.
-    fn drains(&self) -> bool {
-        true
-    }
 }
 
 impl Relayed for TcpStream {
@@ -84,7 +85,9 @@ impl Relayed for Stream {
         self.as_plain_tcp()
     }
 
-    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+    /// A WebSocket or gun stream decodes in its reader's buffer, so it is
+    /// only filled.
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
         match self {
             Stream::Ws(ws) => Some(&mut **ws),
             Stream::Grpc(grpc) => Some(&mut **grpc),
@@ -95,7 +98,7 @@ impl Relayed for Stream {
 
 /// A WebSocket is filled: the relay reads straight behind a frame
 /// header's room, so a frame costs no copy and fits one TLS record.
-impl OwnBuffers for WsStream {
+impl Fills for WsStream {
     fn poll_fill_from(
         &mut self,
         cx: &mut Context<'_>,
@@ -103,47 +106,17 @@ impl OwnBuffers for WsStream {
     ) -> Poll<io::Result<usize>> {
         WsStream::poll_fill_from(self, cx, from)
     }
-
-    /// Never called: [`OwnBuffers::drains`] says so.
-    fn poll_drain_into(
-        &mut self,
-        _: &mut Context<'_>,
-        _: &mut (dyn AsyncWrite + Unpin),
-    ) -> Poll<io::Result<usize>> {
-        Poll::Ready(Err(io::Error::other(
-            "relay: a websocket is read, not drained",
-        )))
-    }
-
-    fn drains(&self) -> bool {
-        false
-    }
 }
 
 /// A gun stream is filled: the relay reads straight behind a message
 /// header's room, up to a whole message a read, with no copy into it.
-impl OwnBuffers for GrpcStream {
+impl Fills for GrpcStream {
     fn poll_fill_from(
         &mut self,
         cx: &mut Context<'_>,
         from: &mut (dyn AsyncRead + Unpin),
     ) -> Poll<io::Result<usize>> {
         GrpcStream::poll_fill_from(self, cx, from)
-    }
-
-    /// Never called: [`OwnBuffers::drains`] says so.
-    fn poll_drain_into(
-        &mut self,
-        _: &mut Context<'_>,
-        _: &mut (dyn AsyncWrite + Unpin),
-    ) -> Poll<io::Result<usize>> {
-        Poll::Ready(Err(io::Error::other(
-            "relay: a grpc stream is read, not drained",
-        )))
-    }
-
-    fn drains(&self) -> bool {
-        false
     }
 }
 
@@ -154,12 +127,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize
         None
     }
 
-    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
+        Some(self)
+    }
+
+    fn drains(&mut self) -> Option<&mut dyn Drains> {
         Some(self)
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> OwnBuffers
+impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Fills
     for Framed<S, C, BUF>
 {
     fn poll_fill_from(
@@ -169,7 +146,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize
     ) -> Poll<io::Result<usize>> {
         Framed::poll_fill_from(self, cx, from)
     }
+}
 
+impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Drains
+    for Framed<S, C, BUF>
+{
     fn poll_drain_into(
         &mut self,
         cx: &mut Context<'_>,
@@ -184,15 +165,23 @@ impl Relayed for OutboundStream {
         self.as_plain_tcp()
     }
 
-    fn own_buffers(&mut self) -> Option<&mut dyn OwnBuffers> {
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
         match self {
             OutboundStream::Shadowsocks(framed) => Some(&mut **framed),
             OutboundStream::Ss2022(framed) => Some(&mut **framed),
             OutboundStream::Vmess(framed) => Some(&mut **framed),
-            OutboundStream::Transport(stream) => stream.own_buffers(),
-            // Its writes are the stream's; its reads skip a header, but a
-            // WebSocket or gun stream is only filled.
-            OutboundStream::Vless(vless) => vless.get_mut().own_buffers(),
+            OutboundStream::Transport(stream) => stream.fills(),
+            // Its writes are the stream's.
+            OutboundStream::Vless(vless) => vless.get_mut().fills(),
+            _ => None,
+        }
+    }
+
+    fn drains(&mut self) -> Option<&mut dyn Drains> {
+        match self {
+            OutboundStream::Shadowsocks(framed) => Some(&mut **framed),
+            OutboundStream::Ss2022(framed) => Some(&mut **framed),
+            OutboundStream::Vmess(framed) => Some(&mut **framed),
             _ => None,
         }
     }
@@ -226,9 +215,9 @@ pub async fn relay<C: Relayed, O: Relayed>(
 fn mode<R: Relayed, W: Relayed>(from: &mut R, to: &mut W) -> Mode {
     if from.plain_tcp().is_some() && to.plain_tcp().is_some() {
         Mode::Splice
-    } else if to.own_buffers().is_some() {
+    } else if to.fills().is_some() {
         Mode::Fill
-    } else if from.own_buffers().is_some_and(|own| own.drains()) {
+    } else if from.drains().is_some() {
         Mode::Drain
     } else {
         Mode::Buffer

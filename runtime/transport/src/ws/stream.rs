@@ -317,8 +317,7 @@ impl AsyncRead for WsStream {
                 return Poll::Ready(Ok(()));
             }
         }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        crate::yield_task(cx)
     }
 }
 

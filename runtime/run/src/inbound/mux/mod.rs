@@ -115,8 +115,7 @@ where
             last = Instant::now();
             steps += 1;
             if steps == STEPS_PER_POLL {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
+                return etemenanki_transport::yield_task(cx);
             }
         }
         while sleep.as_mut().poll(cx).is_ready() {
