@@ -388,6 +388,57 @@ pub fn carries_tcp_at_once(front: SocketAddr, what: &str, flows: usize) {
     }
 }
 
+/// What our runtime logs for each TCP session of a Mux.Cool connection
+/// (runtime/run/src/inbound/mux).
+pub const MUX_TCP_SESSION: &str = "mux: a tcp session to";
+
+/// `outbound`, v2ray's `protocol` outbound (a JSON object), with v2ray's
+/// Mux.Cool on: every flow a session inside one connection, up to 8 at
+/// once.
+pub fn v2ray_with_mux(outbound: &str, protocol: &str) -> String {
+    let key = format!(r#""protocol": "{protocol}","#);
+    assert!(
+        outbound.contains(&key),
+        "no {key} in the outbound:\n{outbound}"
+    );
+    outbound.replacen(
+        &key,
+        &format!(r#"{key} "mux": {{ "enabled": true, "concurrency": 8 }},"#),
+        1,
+    )
+}
+
+/// v2ray's Mux.Cool through its SOCKS5 front `front` to our `protocol`
+/// inbound (`ours`, its log counted from this call on): 1 MiB each way,
+/// then six flows of a little over 1 MiB each way at once, all eight TCP
+/// sessions of one mux.cool stream; then UDP sessions (v2ray sends no
+/// XUDP: a session per destination), a round trip of each size and
+/// queries to two servers in turn, and TCP sessions still served beside
+/// them; no task panicked.
+pub fn carries_v2ray_mux(front: SocketAddr, ours: &Process, protocol: &str, what: &str) {
+    let stream = format!("{protocol}: a mux.cool stream from");
+    let count = |needle: &str| ours.log().matches(needle).count();
+    let (streams, sessions) = (count(&stream), count(MUX_TCP_SESSION));
+    carries_tcp(front, what);
+    carries_tcp_at_once(front, what, 6);
+    // Our runtime logs both lines before a session's first byte moves.
+    let log = ours.log();
+    assert_eq!(
+        (
+            log.matches(&stream).count() - streams,
+            log.matches(MUX_TCP_SESSION).count() - sessions
+        ),
+        (1, 8),
+        "{what}: eight tcp flows (two, then six at once) should be the sessions of one \
+         mux.cool stream (new streams, new tcp sessions)"
+    );
+    carries_udp(front, what, SMALL_UDP_MAX);
+    asks_two_servers_in_turn(front, what);
+    carries_tcp_at_once(front, what, 3);
+    carries_udp(front, what, SMALL_UDP_MAX);
+    never_panicked(ours);
+}
+
 /// The longest datagram v2ray 4.34 and shadowsocks-libev's `ss-local`
 /// are sent here: v2ray reads each one, SOCKS5 header included, into a
 /// 2,048-byte buffer, and a vmess reply's chunk (with up to 64 bytes of

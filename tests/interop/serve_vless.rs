@@ -1,7 +1,7 @@
 //! Our vless inbound against the clients users run: v2ray 4.34 over tcp
 //! and ws+tls, sing-box over grpc+tls, TCP and UDP, and sing-box's UDP in
 //! its default XUDP (Mux.Cool) over tcp, ws+tls and grpc+tls, and v2ray's
-//! Mux.Cool (its TCP and UDP sessions); our own vless
+//! Mux.Cool (its TCP and UDP sessions) over tcp, ws+tls and tls; our own vless
 //! outbound over every transport; several ids, a wrong one refused while
 //! the right ones are served; the fallback serving a web page to curl;
 //! and probes that must not crash it.
@@ -10,11 +10,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::serve::{
-    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_tcp_at_once, carries_udp,
+    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_udp, carries_v2ray_mux,
     curl_page, never_panicked, ours_to_ours, own_dir, refused_and_held, serve, setup,
-    sing_box_client, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
-    SMALL_UDP_MAX, UDP_MAX,
+    sing_box_client, survives_probes, v2ray_client, v2ray_with_mux, Transport, HELD,
+    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
+use crate::support::certs::Pki;
 use crate::support::process::Process;
 use crate::support::servers::{free_addr, http_origin};
 
@@ -176,38 +177,45 @@ fn sing_box_vless_client_with_its_default_xudp_carries_udp_through_our_vless_inb
     }
 }
 
-#[test]
-fn v2ray_with_mux_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound() {
-    let test = "v2ray_with_mux_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound";
+/// v2ray with its Mux.Cool on through our vless inbound over the
+/// transport `over` gives: [`carries_v2ray_mux`].
+fn v2ray_mux_through_our_vless_inbound(test: &str, over: fn(&Pki) -> Transport<'_>) {
     let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
         return;
     };
-    let (ours, server) = our_vless_inbound(&dir, Transport::Tcp);
-    // v2ray's Mux.Cool, every flow inside one connection (up to 8 at
-    // once): a TCP session per flow, a UDP session per destination (no
-    // XUDP: its packets name no address).
-    let outbound = v2ray_vless(server, ID, Transport::Tcp, &pki.ca).replacen(
-        r#""protocol": "vless","#,
-        r#""protocol": "vless", "mux": { "enabled": true, "concurrency": 8 },"#,
-        1,
-    );
+    let transport = over(&pki);
+    let (ours, server) = our_vless_inbound(&dir, transport);
+    let outbound = v2ray_with_mux(&v2ray_vless(server, ID, transport, &pki.ca), "vless");
     let (_v2ray, front) = v2ray_client(&peers[0], &dir, &outbound);
-    let what = "v2ray with mux through our vless inbound";
-    carries_tcp(front, what);
-    ours.wait_for_log("vless: a mux.cool stream from");
-    ours.wait_for_log("mux: a tcp session to");
-    carries_tcp_at_once(front, what, 6);
-    // Eight flows so far (two, then six at once), all sessions of one
-    // connection.
-    let log = ours.log();
-    assert_eq!(log.matches("vless: a mux.cool stream from").count(), 1);
-    assert_eq!(log.matches("mux: a tcp session to").count(), 8);
-    carries_udp(front, what, SMALL_UDP_MAX);
-    asks_two_servers_in_turn(front, what);
-    // TCP sessions still open beside the UDP ones.
-    carries_tcp_at_once(front, what, 3);
-    carries_udp(front, what, SMALL_UDP_MAX);
-    never_panicked(&ours);
+    let what = format!(
+        "v2ray with mux through our vless inbound over {}",
+        transport.name()
+    );
+    carries_v2ray_mux(front, &ours, "vless", &what);
+}
+
+#[test]
+fn v2ray_with_mux_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound() {
+    v2ray_mux_through_our_vless_inbound(
+        "v2ray_with_mux_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound",
+        |_| Transport::Tcp,
+    );
+}
+
+#[test]
+fn v2ray_with_mux_over_ws_tls_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound() {
+    v2ray_mux_through_our_vless_inbound(
+        "v2ray_with_mux_over_ws_tls_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound",
+        |pki| Transport::WsTls("/vless-ws", &pki.server),
+    );
+}
+
+#[test]
+fn v2ray_with_mux_over_tls_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound() {
+    v2ray_mux_through_our_vless_inbound(
+        "v2ray_with_mux_over_tls_has_its_tcp_and_udp_sessions_served_by_our_vless_inbound",
+        |pki| Transport::Tls(&pki.server),
+    );
 }
 
 #[test]

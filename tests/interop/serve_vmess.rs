@@ -1,7 +1,8 @@
 //! Our vmess inbound against v2ray 4.34's vmess client (AEAD header,
 //! alterId 0) over tcp and ws with aes-128-gcm and chacha20-poly1305, TCP
 //! and UDP; fifty concurrent connections, none refused by the auth-id
-//! replay filter; Mux.Cool: UDP from sing-box's XUDP, TCP and UDP from v2ray's mux;
+//! replay filter; Mux.Cool: UDP from sing-box's XUDP, TCP and UDP from v2ray's mux
+//! over tcp, ws, ws+tls and tls;
 //! our own vmess outbound over every transport and with
 //! every body security; several ids, a wrong one refused while the right
 //! ones are served; and probes that must not crash it.
@@ -13,11 +14,12 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use crate::serve::{
-    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_tcp_at_once, carries_udp, ends,
-    never_panicked, ours_to_ours, own_dir, refused_and_held, serve, server_config, setup,
-    sing_box_client, survives_probes, v2ray_client, Transport, HELD, SHORT_HANDSHAKE,
-    SMALL_UDP_MAX, UDP_MAX,
+    asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_udp, carries_v2ray_mux, ends,
+    ours_to_ours, own_dir, refused_and_held, serve, server_config, setup, sing_box_client,
+    survives_probes, v2ray_client, v2ray_with_mux, Transport, HELD, SHORT_HANDSHAKE, SMALL_UDP_MAX,
+    UDP_MAX,
 };
+use crate::support::certs::Pki;
 use crate::support::client::{check_echo, pattern, socks5_connect};
 use crate::support::servers::{free_addr, tcp_echo};
 
@@ -182,27 +184,63 @@ fn mux_cool_from_sing_box_xudp_and_v2ray_mux_tcp_and_udp_is_served_by_our_vmess_
     asks_two_servers_in_turn(front, what);
     // v2ray's Mux.Cool: a TCP session per flow, several at once, and a
     // UDP session per destination.
-    let outbound = v2ray_vmess(server, ID, "chacha20-poly1305", Transport::Tcp, &pki.ca).replacen(
-        r#""protocol": "vmess","#,
-        r#""protocol": "vmess", "mux": { "enabled": true, "concurrency": 8 },"#,
-        1,
+    let outbound = v2ray_vmess(server, ID, "chacha20-poly1305", Transport::Tcp, &pki.ca);
+    let (_v2ray, front) = v2ray_client(&peers[1], &dir, &v2ray_with_mux(&outbound, "vmess"));
+    carries_v2ray_mux(
+        front,
+        &ours,
+        "vmess",
+        "v2ray with mux through our vmess inbound",
     );
-    let (_v2ray, front) = v2ray_client(&peers[1], &dir, &outbound);
-    let what = "v2ray with mux through our vmess inbound";
-    let streams = |log: String| log.matches("vmess: a mux.cool stream from").count();
-    let before = streams(ours.log());
-    carries_tcp(front, what);
-    ours.wait_for_log("mux: a tcp session to");
-    carries_tcp_at_once(front, what, 6);
-    // Eight flows (two, then six at once), all sessions of one connection.
-    let log = ours.log();
-    assert_eq!(streams(log.clone()), before + 1);
-    assert_eq!(log.matches("mux: a tcp session to").count(), 8);
-    carries_udp(front, what, SMALL_UDP_MAX);
-    asks_two_servers_in_turn(front, what);
-    carries_tcp_at_once(front, what, 3);
-    carries_udp(front, what, SMALL_UDP_MAX);
-    never_panicked(&ours);
+}
+
+/// v2ray with its Mux.Cool on, its body sealed with `security`, through
+/// our vmess inbound over the transport `over` gives: [`carries_v2ray_mux`].
+fn v2ray_mux_through_our_vmess_inbound(
+    test: &str,
+    over: fn(&Pki) -> Transport<'_>,
+    security: &str,
+) {
+    let Some((peers, dir, pki)) = setup(test, &["v2ray"]) else {
+        return;
+    };
+    let transport = over(&pki);
+    let server = free_addr();
+    let ours = serve(&dir, "vmess", server, &inbound_tables(transport, &[ID]), "");
+    let outbound = v2ray_vmess(server, ID, security, transport, &pki.ca);
+    let (_v2ray, front) = v2ray_client(&peers[0], &dir, &v2ray_with_mux(&outbound, "vmess"));
+    let what = format!(
+        "v2ray with mux through our vmess inbound over {} with {security}",
+        transport.name()
+    );
+    carries_v2ray_mux(front, &ours, "vmess", &what);
+}
+
+#[test]
+fn v2ray_with_mux_over_ws_has_its_tcp_and_udp_sessions_served_by_our_vmess_inbound() {
+    v2ray_mux_through_our_vmess_inbound(
+        "v2ray_with_mux_over_ws_has_its_tcp_and_udp_sessions_served_by_our_vmess_inbound",
+        |_| Transport::Ws("/vmess-ws"),
+        "aes-128-gcm",
+    );
+}
+
+#[test]
+fn v2ray_with_mux_over_ws_tls_has_its_tcp_and_udp_sessions_served_by_our_vmess_inbound() {
+    v2ray_mux_through_our_vmess_inbound(
+        "v2ray_with_mux_over_ws_tls_has_its_tcp_and_udp_sessions_served_by_our_vmess_inbound",
+        |pki| Transport::WsTls("/vmess-ws", &pki.server),
+        "chacha20-poly1305",
+    );
+}
+
+#[test]
+fn v2ray_with_mux_over_tls_has_its_tcp_and_udp_sessions_served_by_our_vmess_inbound() {
+    v2ray_mux_through_our_vmess_inbound(
+        "v2ray_with_mux_over_tls_has_its_tcp_and_udp_sessions_served_by_our_vmess_inbound",
+        |pki| Transport::Tls(&pki.server),
+        "chacha20-poly1305",
+    );
 }
 
 #[test]
