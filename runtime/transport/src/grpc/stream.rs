@@ -43,8 +43,9 @@ pub struct GrpcStream {
     answer: Answer,
     send: SendStream<Bytes>,
     addrs: Addrs,
-    /// A client flow's place on its pooled connection.
-    _lease: Option<Lease>,
+    /// A client flow's place on its pooled connection, whose I/O the flow
+    /// runs after each message it sends.
+    lease: Option<Lease>,
     decoder: Decoder,
     /// The DATA frame being read, and its length for the window.
     frame: Bytes,
@@ -144,7 +145,7 @@ impl GrpcStream {
             answer,
             send,
             addrs,
-            _lease: lease,
+            lease,
             decoder: Decoder::default(),
             frame: Bytes::new(),
             frame_len: 0,
@@ -272,10 +273,17 @@ impl GrpcStream {
         let at = room - used;
         message[at..room].copy_from_slice(&header[..used]);
         bytes::Buf::advance(&mut message, at);
-        let side = self.side;
-        self.send
-            .send_data(message.freeze(), false)
-            .map_err(|e| side.error(e))
+        self.send_data(message.freeze(), false)
+    }
+
+    /// Hands h2 `data` to send and, on a pooled connection no one else is
+    /// polling, sends it from this task at once (see [`super::driver`]).
+    fn send_data(&mut self, data: Bytes, end: bool) -> io::Result<()> {
+        let sent = match &self.lease {
+            Some(lease) => lease.driver().send(|| self.send.send_data(data, end)),
+            None => self.send.send_data(data, end),
+        };
+        sent.map_err(|e| self.side.error(e))
     }
 
     /// Reads once from `from` straight behind a header's room in the
@@ -362,11 +370,13 @@ impl AsyncWrite for GrpcStream {
         let this = self.get_mut();
         if !this.ended {
             this.ended = true;
-            let sent = match this.side {
-                Side::Client => this.send.send_data(Bytes::new(), true),
-                Side::Server => this.send.send_trailers(super::server::status_ok()),
-            };
-            sent.map_err(|e| this.side.error(e))?;
+            match this.side {
+                Side::Client => this.send_data(Bytes::new(), true)?,
+                Side::Server => this
+                    .send
+                    .send_trailers(super::server::status_ok())
+                    .map_err(|e| this.side.error(e))?,
+            }
         }
         Poll::Ready(Ok(()))
     }
