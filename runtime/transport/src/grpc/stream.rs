@@ -21,10 +21,18 @@ use tokio_util::io::poll_read_buf;
 use super::pool::Lease;
 use super::{h2_error, h2_error_by, Addrs};
 
-/// The most payload one message carries, and one fill reads: more than a
-/// relay's buffer, so one write is one message (h2 cuts it into DATA frames the server's
-/// size, and the [`super::wire`] packs those into whole records).
-pub(super) const MESSAGE_MAX: usize = 32 * 1024 - gun::HEADER_MAX;
+/// The head of the HTTP/2 DATA frame a message goes in (RFC 9113,
+/// section 4.1).
+const FRAME_HEAD: usize = 9;
+
+/// The most payload one message carries, and one fill reads: with its
+/// header, and the head of the DATA frame that carries it where the server
+/// takes frames that large (Go's servers take up to 1 MiB, as sing-box's
+/// and Xray's do), three whole TLS records, so the message a flow sends is
+/// sealed as whole records with no short one after it ([`super::wire`]),
+/// and its ciphertext goes in one send. More than a relay's buffer, so one
+/// write is one message.
+pub(super) const MESSAGE_MAX: usize = 3 * super::wire::RECORD - FRAME_HEAD - 9;
 
 /// Messages are cut from blocks of this size, so a write allocates only
 /// when the block before is used up and h2 still holds part of it.

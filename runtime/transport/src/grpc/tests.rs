@@ -370,6 +370,12 @@ fn gun_payloads(mut wire: &[u8]) -> Vec<&[u8]> {
     payloads
 }
 
+#[test]
+fn a_whole_message_and_the_head_of_its_frame_fill_whole_tls_records() {
+    let framed = 9 + etemenanki_proto::gun::header_len(stream::MESSAGE_MAX) + stream::MESSAGE_MAX;
+    assert_eq!(framed % wire::RECORD, 0);
+}
+
 #[tokio::test]
 async fn a_filled_message_is_read_straight_behind_its_header_and_the_block_given_back() {
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();

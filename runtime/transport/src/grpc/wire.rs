@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::Stream;
 
 /// The most plaintext one TLS record carries (RFC 8446, section 5.1).
-const RECORD: usize = 16 * 1024;
+pub(super) const RECORD: usize = 16 * 1024;
 
 /// The most gathered before a write waits for the socket.
 const GATHER_MAX: usize = 4 * RECORD;
