@@ -545,3 +545,34 @@ async fn flows_sending_from_their_own_tasks_on_one_connection_lose_nothing_acros
         "the flows share one connection"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_closes_once_the_outbound_and_its_last_flow_let_go() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (closed, mut ended) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut connection = h2::server::handshake(tcp).await.unwrap();
+        while let Some(Ok((request, respond))) = connection.accept().await {
+            tokio::spawn(echo(request.into_body(), respond));
+        }
+        closed.send(()).unwrap();
+    });
+    let settings = GrpcSettings::new("grpc.example", "svc", false).unwrap();
+    let mut grpc = settings.open(|| dial(addr)).await.unwrap();
+    round_trip(&mut grpc, 1).await;
+    drop(settings);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(200), &mut ended)
+            .await
+            .is_err(),
+        "open while its flow is"
+    );
+    drop(grpc);
+    // A hang guard, not a clock the test races.
+    tokio::time::timeout(std::time::Duration::from_secs(30), ended)
+        .await
+        .expect("closed once the last flow let go")
+        .unwrap();
+}
