@@ -4,11 +4,13 @@
 //! default user agent, over TCP or TLS (ALPN h2).
 //!
 //! The streams of one outbound share HTTP/2 connections ([`pool`]), each
-//! driven by a task of its own that ends once the outbound has let go of
-//! the connection and its last stream is dropped. On either side, h2
+//! with a task of its own that ends once the outbound has let go of the
+//! connection and its last stream is dropped; a flow that sends runs the
+//! connection's I/O itself when no one else is ([`driver`]). On either side, h2
 //! writes through a [`wire`], which packs its frames into whole TLS
 //! records.
 
+mod driver;
 mod pool;
 mod server;
 mod stream;
@@ -95,7 +97,11 @@ impl GrpcSettings {
             .header("user-agent", DEFAULT_USER_AGENT)
             .body(())
             .map_err(io::Error::other)?;
-        let (response, body) = send.send_request(request, false).map_err(h2_error)?;
+        // The request's head goes out from this task, as a message does.
+        let (response, body) = lease
+            .driver()
+            .send(|| send.send_request(request, false))
+            .map_err(h2_error)?;
         Ok(GrpcStream::new(response, body, lease))
     }
 }

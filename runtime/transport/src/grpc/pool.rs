@@ -4,7 +4,7 @@
 //! has room while it carries fewer than [`MAX_STREAMS`] flows and fewer than
 //! the server allows. When every connection is full, one new connection is
 //! opened, and flows that arrive while it opens wait for it rather than
-//! each opening its own. A connection found dead (its driver ended, or the
+//! each opening its own. A connection found dead (its I/O ended, or the
 //! server sent GOAWAY) is dropped from the pool and the dial that found it
 //! opens one replacement, once: a failing server fails the dial, and the
 //! flows that waited on that attempt, with its error.
@@ -14,17 +14,16 @@
 //! most one connection that carries no flow, so a burst leaves no trail of
 //! idle connections behind it.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::task::{ready, Context, Poll};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
 
+use super::driver::Driver;
 use super::wire::{self, Tail, Wire};
 use super::{h2_error, Addrs, CONNECTION_WINDOW, SEND_BUFFER, STREAM_WINDOW};
 use crate::Stream;
@@ -42,8 +41,7 @@ struct Connection {
     addrs: Addrs,
     /// The flows that hold a stream on it.
     flows: AtomicUsize,
-    /// Set by the connection's driver when it ends.
-    closed: AtomicBool,
+    driver: Arc<Driver>,
 }
 
 impl Connection {
@@ -53,7 +51,7 @@ impl Connection {
     }
 
     fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
+        self.driver.is_ended()
     }
 }
 
@@ -70,6 +68,12 @@ impl Lease {
 
     pub(super) fn addrs(&self) -> Addrs {
         self.0.addrs
+    }
+
+    /// The I/O of the flow's connection, for the flow to run right after
+    /// it gave h2 something to send.
+    pub(super) fn driver(&self) -> &Driver {
+        &self.0.driver
     }
 }
 
@@ -183,7 +187,7 @@ impl Pool {
         found
     }
 
-    /// Opens one HTTP/2 connection and spawns its driver.
+    /// Opens one HTTP/2 connection and spawns its task.
     async fn connect<F, Fut>(&self, dial: F) -> io::Result<Arc<Connection>>
     where
         F: FnOnce() -> Fut,
@@ -191,50 +195,26 @@ impl Pool {
     {
         let Handshake {
             send,
-            mut driver,
+            connection,
             tail,
             addrs,
         } = dial().await?;
-        let connection = Arc::new(Connection {
+        let driver = Driver::new(connection, tail);
+        tokio::spawn(driver.clone().run());
+        Ok(Arc::new(Connection {
             send,
             addrs,
             flows: AtomicUsize::new(0),
-            closed: AtomicBool::new(false),
-        });
-        let watch: Weak<Connection> = Arc::downgrade(&connection);
-        tokio::spawn(async move {
-            if let Err(e) = poll_fn(|cx| drive(&mut driver, &tail, cx)).await {
-                tracing::debug!("grpc connection ended: {e}");
-            }
-            if let Some(connection) = watch.upgrade() {
-                connection.closed.store(true, Ordering::Relaxed);
-            }
-        });
-        Ok(connection)
+            driver,
+        }))
     }
 }
 
-/// Runs the connection's I/O until it ends, sending what h2 left gathered
-/// each time it has done all it can for now.
-fn drive(
-    driver: &mut h2::client::Connection<Wire, Bytes>,
-    tail: &Tail,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<()>> {
-    match Pin::new(driver).poll(cx) {
-        Poll::Ready(ended) => Poll::Ready(ended.map_err(h2_error)),
-        Poll::Pending => {
-            ready!(tail.poll_flush(cx))?;
-            Poll::Pending
-        }
-    }
-}
-
-/// An HTTP/2 connection that has done its handshake, its driver not yet
+/// An HTTP/2 connection that has done its handshake, its I/O not yet
 /// running.
 pub struct Handshake {
     send: SendRequest<Bytes>,
-    driver: h2::client::Connection<Wire, Bytes>,
+    connection: h2::client::Connection<Wire, Bytes>,
     tail: Tail,
     addrs: Addrs,
 }
@@ -246,7 +226,7 @@ pub async fn handshake(stream: Stream) -> io::Result<Handshake> {
         peer: stream.peer_addr()?,
     };
     let (wire, tail) = wire::wire(stream);
-    let (send, driver) = h2::client::Builder::new()
+    let (send, connection) = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .enable_push(false)
@@ -267,7 +247,7 @@ pub async fn handshake(stream: Stream) -> io::Result<Handshake> {
         .map_err(h2_error)?;
     Ok(Handshake {
         send,
-        driver,
+        connection,
         tail,
         addrs,
     })

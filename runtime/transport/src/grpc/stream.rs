@@ -21,10 +21,18 @@ use tokio_util::io::poll_read_buf;
 use super::pool::Lease;
 use super::{h2_error, h2_error_by, Addrs};
 
-/// The most payload one message carries, and one fill reads: more than a
-/// relay's buffer, so one write is one message (h2 cuts it into DATA frames the server's
-/// size, and the [`super::wire`] packs those into whole records).
-pub(super) const MESSAGE_MAX: usize = 32 * 1024 - gun::HEADER_MAX;
+/// The head of the HTTP/2 DATA frame a message goes in (RFC 9113,
+/// section 4.1).
+const FRAME_HEAD: usize = 9;
+
+/// The most payload one message carries, and one fill reads: with its
+/// header, and the head of the DATA frame that carries it where the server
+/// takes frames that large (Go's servers take up to 1 MiB, as sing-box's
+/// and Xray's do), three whole TLS records, so the message a flow sends is
+/// sealed as whole records with no short one after it ([`super::wire`]),
+/// and its ciphertext goes in one send. More than a relay's buffer, so one
+/// write is one message.
+pub(super) const MESSAGE_MAX: usize = 3 * super::wire::RECORD - FRAME_HEAD - 9;
 
 /// Messages are cut from blocks of this size, so a write allocates only
 /// when the block before is used up and h2 still holds part of it.
@@ -43,8 +51,9 @@ pub struct GrpcStream {
     answer: Answer,
     send: SendStream<Bytes>,
     addrs: Addrs,
-    /// A client flow's place on its pooled connection.
-    _lease: Option<Lease>,
+    /// A client flow's place on its pooled connection, whose I/O the flow
+    /// runs after each message it sends.
+    lease: Option<Lease>,
     decoder: Decoder,
     /// The DATA frame being read, and its length for the window.
     frame: Bytes,
@@ -144,7 +153,7 @@ impl GrpcStream {
             answer,
             send,
             addrs,
-            _lease: lease,
+            lease,
             decoder: Decoder::default(),
             frame: Bytes::new(),
             frame_len: 0,
@@ -272,10 +281,17 @@ impl GrpcStream {
         let at = room - used;
         message[at..room].copy_from_slice(&header[..used]);
         bytes::Buf::advance(&mut message, at);
-        let side = self.side;
-        self.send
-            .send_data(message.freeze(), false)
-            .map_err(|e| side.error(e))
+        self.send_data(message.freeze(), false)
+    }
+
+    /// Hands h2 `data` to send and, on a pooled connection no one else is
+    /// polling, sends it from this task at once (see [`super::driver`]).
+    fn send_data(&mut self, data: Bytes, end: bool) -> io::Result<()> {
+        let sent = match &self.lease {
+            Some(lease) => lease.driver().send(|| self.send.send_data(data, end)),
+            None => self.send.send_data(data, end),
+        };
+        sent.map_err(|e| self.side.error(e))
     }
 
     /// Reads once from `from` straight behind a header's room in the
@@ -362,11 +378,13 @@ impl AsyncWrite for GrpcStream {
         let this = self.get_mut();
         if !this.ended {
             this.ended = true;
-            let sent = match this.side {
-                Side::Client => this.send.send_data(Bytes::new(), true),
-                Side::Server => this.send.send_trailers(super::server::status_ok()),
-            };
-            sent.map_err(|e| this.side.error(e))?;
+            match this.side {
+                Side::Client => this.send_data(Bytes::new(), true)?,
+                Side::Server => this
+                    .send
+                    .send_trailers(super::server::status_ok())
+                    .map_err(|e| this.side.error(e))?,
+            }
         }
         Poll::Ready(Ok(()))
     }

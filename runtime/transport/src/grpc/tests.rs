@@ -370,6 +370,12 @@ fn gun_payloads(mut wire: &[u8]) -> Vec<&[u8]> {
     payloads
 }
 
+#[test]
+fn a_whole_message_and_the_head_of_its_frame_fill_whole_tls_records() {
+    let framed = 9 + etemenanki_proto::gun::header_len(stream::MESSAGE_MAX) + stream::MESSAGE_MAX;
+    assert_eq!(framed % wire::RECORD, 0);
+}
+
 #[tokio::test]
 async fn a_filled_message_is_read_straight_behind_its_header_and_the_block_given_back() {
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -453,4 +459,120 @@ async fn idle_filled_flows_hold_no_window_so_the_next_flow_still_sends() {
         1,
         "the flows share one connection"
     );
+}
+
+#[test]
+fn a_message_goes_out_from_the_flows_own_task() {
+    // The server runs on a thread of its own; the client's runtime has one
+    // thread, blocked below, so the connection's task cannot run: what
+    // the server receives, the flow's own write sent.
+    let (received, message) = std::sync::mpsc::channel();
+    let (bound, addr) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            bound.send(listener.local_addr().unwrap()).unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut connection = h2::server::handshake(tcp).await.unwrap();
+            let (request, _respond) = connection.accept().await.unwrap().unwrap();
+            tokio::spawn(async move { while connection.accept().await.is_some() {} });
+            let mut body = request.into_body();
+            let mut wire = Vec::new();
+            while wire.len() < 5 + 2 + 5 {
+                wire.extend_from_slice(&body.data().await.unwrap().unwrap());
+            }
+            received.send(wire).unwrap();
+        });
+    });
+    let addr = addr.recv().unwrap();
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    client.block_on(async move {
+        let mut grpc = open(addr, "svc").await;
+        grpc.write_all(b"hello").await.unwrap();
+        // No await from here on: the runtime's one thread waits.
+        let wire = message
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the message went out with no task switch");
+        assert_eq!(gun_payloads(&wire), [&b"hello"[..]]);
+        drop(grpc);
+    });
+    server.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_sending_from_their_own_tasks_on_one_connection_lose_nothing_across_threads() {
+    let (addr, accepted) = counting_server(0).await;
+    let settings = Arc::new(GrpcSettings::new("grpc.example", "svc", false).unwrap());
+    let mut tasks = Vec::new();
+    for n in 0..40u32 {
+        let settings = settings.clone();
+        tasks.push(tokio::spawn(async move {
+            let grpc = settings.open(|| dial(addr)).await.unwrap();
+            let (mut read, mut write) = tokio::io::split(grpc);
+            let data: Vec<u8> = (0..200_000u32).map(|i| ((i + n) % 253) as u8).collect();
+            let expected = data.clone();
+            let writer = tokio::spawn(async move {
+                for piece in data.chunks(20_000 + n as usize) {
+                    write.write_all(piece).await.unwrap();
+                }
+                write
+            });
+            let mut back = vec![0u8; expected.len()];
+            read.read_exact(&mut back).await.unwrap();
+            assert!(back == expected, "flow {n}: its bytes came back in order");
+            drop(writer.await.unwrap());
+        }));
+    }
+    let all = async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    };
+    // A bound on a hang, not on speed.
+    tokio::time::timeout(std::time::Duration::from_secs(120), all)
+        .await
+        .expect("every flow's bytes came back");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the flows share one connection"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_closes_once_the_outbound_and_its_last_flow_let_go() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (closed, mut ended) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut connection = h2::server::handshake(tcp).await.unwrap();
+        while let Some(Ok((request, respond))) = connection.accept().await {
+            tokio::spawn(echo(request.into_body(), respond));
+        }
+        closed.send(()).unwrap();
+    });
+    let settings = GrpcSettings::new("grpc.example", "svc", false).unwrap();
+    let mut grpc = settings.open(|| dial(addr)).await.unwrap();
+    round_trip(&mut grpc, 1).await;
+    drop(settings);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(200), &mut ended)
+            .await
+            .is_err(),
+        "open while its flow is"
+    );
+    drop(grpc);
+    // A hang guard, not a clock the test races.
+    tokio::time::timeout(std::time::Duration::from_secs(30), ended)
+        .await
+        .expect("closed once the last flow let go")
+        .unwrap();
 }

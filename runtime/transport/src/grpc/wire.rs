@@ -9,6 +9,11 @@
 //! for now ([`Tail::poll_flush`]), so frames written back to back, from one
 //! stream or many, share full records.
 //!
+//! A payload's whole records, once the records before them are passed on,
+//! go straight from h2's buffer to the socket, with no copy: the frame's
+//! head and the payload's first bytes are gathered up to a record's end,
+//! and the rest goes as it is.
+//!
 //! The gathered bytes are held only while bytes move: the buffer is let go
 //! once a driver's turn finds nothing written since the last.
 
@@ -23,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::Stream;
 
 /// The most plaintext one TLS record carries (RFC 8446, section 5.1).
-const RECORD: usize = 16 * 1024;
+pub(super) const RECORD: usize = 16 * 1024;
 
 /// The most gathered before a write waits for the socket.
 const GATHER_MAX: usize = 4 * RECORD;
@@ -119,8 +124,26 @@ impl AsyncWrite for Wire {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let mut inner = locked(&self.0);
-        if inner.out.len() >= GATHER_MAX {
+        let first = bufs.iter().find(|b| !b.is_empty()).map_or(0, |b| b.len());
+        if inner.out.len() >= GATHER_MAX
+            || (first >= RECORD && inner.out.len().is_multiple_of(RECORD))
+        {
             ready!(inner.poll_send(cx, false))?;
+        }
+        if inner.out.is_empty() && first >= RECORD {
+            // Whole records straight from h2's buffer (a message's payload),
+            // with no copy. A write that must wait is offered the same
+            // bytes again, as a TLS write wants its retry.
+            let Some(buf) = bufs.iter().find(|b| !b.is_empty()) else {
+                return Poll::Ready(Ok(0));
+            };
+            let whole = (buf.len() / RECORD * RECORD).min(GATHER_MAX);
+            let n = ready!(Pin::new(&mut inner.io).poll_write(cx, &buf[..whole]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            inner.wrote = true;
+            return Poll::Ready(Ok(n));
         }
         let mut room = GATHER_MAX - inner.out.len();
         if inner.out.capacity() < GATHER_MAX {
@@ -130,11 +153,20 @@ impl AsyncWrite for Wire {
         }
         let mut taken = 0;
         for buf in bufs {
-            let n = buf.len().min(room);
+            // Up to a record's end only, when what follows in this buffer
+            // is a whole record or more: that goes straight on the next
+            // write.
+            let to_end = RECORD - inner.out.len() % RECORD;
+            let n = if buf.len() >= to_end + RECORD {
+                to_end
+            } else {
+                buf.len()
+            }
+            .min(room);
             inner.out.put_slice(&buf[..n]);
             taken += n;
             room -= n;
-            if room == 0 {
+            if room == 0 || n < buf.len() {
                 break;
             }
         }
@@ -238,15 +270,43 @@ mod tests {
     async fn a_write_past_the_gathering_limit_takes_what_fits_and_nothing_is_lost() {
         let (mut wire, tail, mut peer) = pair().await;
         let sent = pattern(GATHER_MAX + 5_000);
-        let n = wire.write(&sent).await.unwrap();
-        assert_eq!(n, GATHER_MAX, "a write takes no more than the limit");
+        let mut at = 0;
+        while at < GATHER_MAX - 1_000 {
+            at += wire.write(&sent[at..at + 1_000]).await.unwrap();
+        }
+        let n = wire.write(&sent[at..at + 2_000]).await.unwrap();
+        assert_eq!(at + n, GATHER_MAX, "a write takes no more than the limit");
         assert_eq!(tail.held().0, GATHER_MAX);
         // The next write passes the whole records on first.
-        wire.write_all(&sent[n..]).await.unwrap();
+        wire.write_all(&sent[GATHER_MAX..]).await.unwrap();
         assert_eq!(tail.held().0, 5_000);
         poll_fn(|cx| tail.poll_flush(cx)).await.unwrap();
         let mut got = vec![0; sent.len()];
         peer.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, sent);
+    }
+
+    #[tokio::test]
+    async fn a_payloads_whole_records_after_the_first_go_on_uncopied() {
+        let (mut wire, tail, mut peer) = pair().await;
+        let sent = pattern(9 + 3 * RECORD + 5_000);
+        // The head and the payload up to the first record's end are
+        // gathered; that record goes on, then the two whole records after
+        // it straight from the payload; the last bytes are gathered.
+        let bufs = [IoSlice::new(&sent[..9]), IoSlice::new(&sent[9..])];
+        let n = poll_fn(|cx| Pin::new(&mut wire).poll_write_vectored(cx, &bufs))
+            .await
+            .unwrap();
+        assert_eq!(n, RECORD, "gathered to the record's end");
+        let n = wire.write(&sent[RECORD..]).await.unwrap();
+        assert_eq!(n, 2 * RECORD, "whole records, straight");
+        assert_eq!(tail.held().0, 0, "nothing copied");
+        wire.write_all(&sent[3 * RECORD..]).await.unwrap();
+        assert_eq!(tail.held().0, 5_009);
+        let mut got = vec![0; sent.len()];
+        peer.read_exact(&mut got[..3 * RECORD]).await.unwrap();
+        poll_fn(|cx| tail.poll_flush(cx)).await.unwrap();
+        peer.read_exact(&mut got[3 * RECORD..]).await.unwrap();
         assert_eq!(got, sent);
     }
 
