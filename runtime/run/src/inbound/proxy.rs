@@ -180,7 +180,7 @@ pub async fn vmess(
                     let answered = Answered::of(&request);
                     let codec = request.into_codec()?;
                     relay_framed::<_, VMESS_BUF>(
-                        shared, client, peer, &answered, codec, &early, &header,
+                        shared, client, peer, &answered, codec, early, &header,
                     )
                     .await
                 }
@@ -191,7 +191,7 @@ pub async fn vmess(
                     tracing::debug!("vmess: a mux.cool stream from {peer}");
                     let body = request.into_codec()?;
                     let framed =
-                        Framed::<_, _, VMESS_BUF>::with_header(client, body, &early, &header);
+                        Framed::<_, _, VMESS_BUF>::with_header(client, body, early, &header);
                     mux::serve::<_, VMESS_BUF>(shared, framed, peer, &[], &[]).await
                 }
                 FlowKind::Datagrams => {
@@ -227,7 +227,7 @@ pub async fn shadowsocks(
             let answered = Answered::of(&request);
             const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
             let codec = request.into_codec();
-            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, &early, &[]).await
+            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
         },
     )
     .await
@@ -258,7 +258,7 @@ pub async fn ss2022(
             let answered = Answered::of(&request);
             const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;
             let codec = request.into_codec();
-            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, &early, &[]).await
+            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
         },
     )
     .await
@@ -273,7 +273,7 @@ async fn relay_framed<C: StreamCodec + Unpin, const BUF: usize>(
     peer: SocketAddr,
     answered: &Answered,
     codec: C,
-    early: &[u8],
+    early: Vec<u8>,
     header: &[u8],
 ) -> io::Result<()> {
     let framed = Framed::<_, _, BUF>::with_header(client, codec, early, header);
