@@ -178,7 +178,9 @@ pub async fn vmess(
             match request.kind() {
                 FlowKind::Stream => {
                     let answered = Answered::of(&request);
-                    let codec = request.into_codec()?;
+                    // Boxed: its key schedules would sit in every future
+                    // the stream is moved through, for the flow's life.
+                    let codec = Box::new(request.into_codec()?);
                     relay_framed::<_, VMESS_BUF>(
                         shared, client, peer, &answered, codec, early, &header,
                     )
@@ -189,7 +191,7 @@ pub async fn vmess(
                     // sessions (v2ray's mux), and its UDP sessions (XUDP,
                     // as Xray's clients send UDP) in one association.
                     tracing::debug!("vmess: a mux.cool stream from {peer}");
-                    let body = request.into_codec()?;
+                    let body = Box::new(request.into_codec()?);
                     let framed =
                         Framed::<_, _, VMESS_BUF>::with_header(client, body, early, &header);
                     mux::serve::<_, VMESS_BUF>(shared, framed, peer, &[], &[]).await
