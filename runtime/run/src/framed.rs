@@ -17,10 +17,11 @@
 //!   handshake) are opened where they lie, in the handshake's own buffer
 //!   of their size: a frame buffer is taken only for the first read, so a
 //!   connection waiting on its dial holds no more than those bytes.
-//! - Relaying: the relay reads straight into the write buffer behind the
-//!   headroom ([`Framed::poll_fill_from`]) and writes payload straight out
-//!   of the read buffer ([`Framed::poll_drain_into`]), so a frame costs one
-//!   read and one write and no copy through a buffer of the relay's.
+//! - Relaying: the relay reads straight into the write buffer
+//!   ([`Framed::poll_fill_from`]) and writes payload straight out of the
+//!   read buffer ([`Framed::poll_drain_into`]), with no copy through a
+//!   buffer of the relay's; a buffer that holds several frames takes (or
+//!   hands on) all their payloads with one read and one write.
 //! - Ends: a shutdown first sends what the codec ends a direction with
 //!   (VMess's empty chunk, a Shadowsocks 2022 server's header that no
 //!   payload carried); a frame the codec says ended the peer's direction
@@ -213,10 +214,13 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
         }
     }
 
-    /// Reads once from `from` straight behind the codec's headroom in the
-    /// write buffer, seals what came where it lies and starts sending it:
-    /// the relay's way in, one read and one write a frame with no copy
-    /// between. `Ready(Ok(0))` is `from`'s end of stream.
+    /// Reads once from `from` into the write buffer, seals what came and
+    /// starts sending it: the relay's way in. A buffer of one frame reads
+    /// straight behind the codec's headroom and seals in place, one read
+    /// and one write a frame with no copy between; a buffer of several
+    /// frames reads as many payloads at once and moves each down to its
+    /// frame, one read and one write for them all. `Ready(Ok(0))` is
+    /// `from`'s end of stream.
     pub fn poll_fill_from(
         &mut self,
         cx: &mut Context<'_>,
@@ -224,8 +228,20 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
     ) -> Poll<io::Result<usize>> {
         ready!(self.poll_staged_keep(cx))?;
         let mut buf = self.write_buf();
-        let room = (BUF - C::HEADROOM - C::TAILROOM).min(C::MAX_PAYLOAD);
-        let mut read = ReadBuf::new(&mut buf[C::HEADROOM..C::HEADROOM + room]);
+        // As many whole frames as the buffer holds, laid out as they are
+        // sealed: a buffer of several reads them all at once, at its end,
+        // and seals them down in place; one of a frame reads where it is
+        // sealed.
+        let frames = BUF / (C::HEADROOM + C::MAX_PAYLOAD + C::TAILROOM);
+        let (at, room) = if frames > 1 {
+            (BUF - frames * C::MAX_PAYLOAD, frames * C::MAX_PAYLOAD)
+        } else {
+            (
+                C::HEADROOM,
+                (BUF - C::HEADROOM - C::TAILROOM).min(C::MAX_PAYLOAD),
+            )
+        };
+        let mut read = ReadBuf::new(&mut buf[at..at + room]);
         let n = match Pin::new(from).poll_read(cx, &mut read) {
             Poll::Ready(Ok(())) => read.filled().len(),
             other => {
@@ -238,8 +254,13 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
             Self::spare(buf);
             return Poll::Ready(Ok(0));
         }
-        match self.codec.seal(&mut buf, n) {
-            Ok(sealed) if !sealed.is_empty() && sealed.end <= BUF => {
+        let sealed = if frames > 1 {
+            seal_frames_within(&mut self.codec, &mut buf, at, n)
+        } else {
+            self.codec.seal(&mut buf, n).map(|sealed| (sealed, n))
+        };
+        match sealed {
+            Ok((sealed, taken)) if taken == n && !sealed.is_empty() && sealed.end <= BUF => {
                 Poll::Ready(self.stage(cx, buf, sealed).map(|()| n))
             }
             sealed => {
@@ -471,16 +492,45 @@ fn seal_frames<C: StreamCodec>(
     buf: &mut [u8],
     data: &[u8],
 ) -> io::Result<(Range<usize>, usize)> {
+    seal_frames_with(codec, buf, data.len(), |buf, to, taken| {
+        buf[to..to + taken.len()].copy_from_slice(&data[taken]);
+    })
+}
+
+/// [`seal_frames`] of the `len` bytes at `buf[at..]`, read there by the
+/// relay: each frame's payload is moved down to where the frame lies. The
+/// caller leaves room below `at` for every frame's headroom and tailroom,
+/// so a frame never reaches the bytes still to be moved.
+fn seal_frames_within<C: StreamCodec>(
+    codec: &mut C,
+    buf: &mut [u8],
+    at: usize,
+    len: usize,
+) -> io::Result<(Range<usize>, usize)> {
+    seal_frames_with(codec, buf, len, |buf, to, taken| {
+        buf.copy_within(at + taken.start..at + taken.end, to);
+    })
+}
+
+/// Seals up to `len` payload bytes frame after frame, as [`seal_frames`]
+/// says; `place(buf, to, taken)` puts the payload bytes `taken` (of the
+/// `len`) at `buf[to..]` before each frame is sealed.
+fn seal_frames_with<C: StreamCodec>(
+    codec: &mut C,
+    buf: &mut [u8],
+    len: usize,
+    mut place: impl FnMut(&mut [u8], usize, Range<usize>),
+) -> io::Result<(Range<usize>, usize)> {
     let mut frames: Option<Range<usize>> = None;
     let mut taken = 0;
-    while taken < data.len() {
+    while taken < len {
         let base = frames.as_ref().map_or(0, |f| f.end);
         let Some(room) = (buf.len() - base).checked_sub(C::HEADROOM + C::TAILROOM + 1) else {
             break;
         };
-        let n = (data.len() - taken).min(room + 1).min(C::MAX_PAYLOAD);
+        let n = (len - taken).min(room + 1).min(C::MAX_PAYLOAD);
+        place(buf, base + C::HEADROOM, taken..taken + n);
         let slice = &mut buf[base..];
-        slice[C::HEADROOM..C::HEADROOM + n].copy_from_slice(&data[taken..taken + n]);
         let sealed = codec.seal(slice, n)?;
         if sealed.is_empty() || sealed.end > slice.len() {
             return Err(impossible_seal());
@@ -672,6 +722,28 @@ mod tests {
             .unwrap();
         let n = framed.read(&mut got).await.unwrap();
         assert_eq!(&got[..n], b"ghi", "the partial frame completed");
+    }
+
+    #[tokio::test]
+    async fn a_buffer_of_several_frames_fills_them_all_from_one_read() {
+        let (near, mut far) = tokio::io::duplex(8192);
+        let mut framed = Framed::<_, _, 4096>::new(near, Xor::default(), Vec::new());
+        let data = pattern(2500);
+        let mut source = &data[..];
+        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        assert_eq!(filled, 2500, "one read for three frames");
+        framed.flush().await.unwrap();
+        let mut wire = vec![0u8; 2500 + 3 * 3];
+        far.read_exact(&mut wire).await.unwrap();
+        let mut reader = Framed::<_, _, 4096>::new(&wire[..], Xor::default(), Vec::new());
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        assert!(got == data, "the payloads differ");
+        assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
+        assert_eq!(wire[1003..1005], [0x03, 0xe8], "a full second one");
+        assert_eq!(wire[2006..2008], [0x01, 0xf4], "and the rest");
     }
 
     #[tokio::test]

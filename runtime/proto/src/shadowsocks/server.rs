@@ -254,13 +254,14 @@ pub struct ServerStream {
 }
 
 impl ServerStream {
-    /// The runtime's buffer each way: the salt and four of the longest
-    /// chunks (65,700 bytes). A client sends a chunk a write; one read
-    /// here takes up to four that queued, and one write hands their
-    /// payloads on, so a bulk transfer costs a quarter of the system calls
-    /// (and of the far end's wakeups) of a buffer of one chunk. Held only
-    /// while bytes move.
-    pub const BUF_SIZE: usize = MAX_SALT_LEN + 4 * aead::MAX_CHUNK_LEN;
+    /// The runtime's buffer each way: four of the longest chunks, each
+    /// with room for the salt (65,796 bytes). A client sends a chunk a
+    /// write; one read here takes up to four that queued and one write
+    /// hands their payloads on, and one read from the target fills four
+    /// chunks sent with one write, so a bulk transfer costs a quarter of
+    /// the system calls (and of the far end's wakeups) of a buffer of one
+    /// chunk. Held only while bytes move.
+    pub const BUF_SIZE: usize = 4 * (MAX_SALT_LEN + aead::MAX_CHUNK_LEN);
 }
 
 impl StreamCodec for ServerStream {
