@@ -120,6 +120,35 @@ pub trait StreamCodec {
     }
 }
 
+/// A boxed codec frames as the codec does: a codec whose key schedules
+/// take a kilobyte lives once on the heap, not in every future of the
+/// connection its stream is moved through.
+impl<C: StreamCodec> StreamCodec for Box<C> {
+    const HEADROOM: usize = C::HEADROOM;
+    const TAILROOM: usize = C::TAILROOM;
+    const MAX_PAYLOAD: usize = C::MAX_PAYLOAD;
+
+    fn seal(&mut self, buf: &mut [u8], len: usize) -> io::Result<Range<usize>> {
+        (**self).seal(buf, len)
+    }
+
+    fn open(&mut self, buf: &mut [u8]) -> io::Result<Opened> {
+        (**self).open(buf)
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        (**self).finish()
+    }
+
+    fn seal_end(&mut self, buf: &mut [u8]) -> io::Result<Range<usize>> {
+        (**self).seal_end(buf)
+    }
+
+    fn ended(&self) -> bool {
+        (**self).ended()
+    }
+}
+
 /// One packet [`DatagramCodec::open_from`] opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packet {

@@ -13,11 +13,15 @@
 //! - Reading: bytes are read into the buffer and frames opened in place;
 //!   their payloads are handed out in order. A frame that cannot fit the
 //!   buffer fails the stream: `upstream frame larger than the client
-//!   runtime's buffer`.
-//! - Relaying: the relay reads straight into the write buffer behind the
-//!   headroom ([`Framed::poll_fill_from`]) and writes payload straight out
-//!   of the read buffer ([`Framed::poll_drain_into`]), so a frame costs one
-//!   read and one write and no copy through a buffer of the relay's.
+//!   runtime's buffer`. Bytes read ahead of the framing (past a
+//!   handshake) are opened where they lie, in the handshake's own buffer
+//!   of their size: a frame buffer is taken only for the first read, so a
+//!   connection waiting on its dial holds no more than those bytes.
+//! - Relaying: the relay reads straight into the write buffer
+//!   ([`Framed::poll_fill_from`]) and writes payload straight out of the
+//!   read buffer ([`Framed::poll_drain_into`]), with no copy through a
+//!   buffer of the relay's; a buffer that holds several frames takes (or
+//!   hands on) all their payloads with one read and one write.
 //! - Ends: a shutdown first sends what the codec ends a direction with
 //!   (VMess's empty chunk, a Shadowsocks 2022 server's header that no
 //!   payload carried); a frame the codec says ended the peer's direction
@@ -39,8 +43,10 @@ pub struct Framed<S, C, const BUF: usize> {
     /// Sealed bytes at `staged` not yet written.
     write: Option<Box<[u8]>>,
     staged: Range<usize>,
-    /// Bytes read at `read_buf[..filled]`; those before `at` are consumed,
-    /// and `payload` is the part of them still to hand out.
+    /// Bytes read at `read[..filled]`; those before `at` are consumed,
+    /// and `payload` is the part of them still to hand out. A frame
+    /// buffer of `BUF` bytes, or the bytes read ahead, lent at their own
+    /// size until the first read.
     read: Option<Box<[u8]>>,
     at: usize,
     filled: usize,
@@ -53,6 +59,10 @@ pub struct Framed<S, C, const BUF: usize> {
     end_sealed: bool,
 }
 
+fn lost_read_buffer() -> io::Error {
+    io::Error::other("framed stream lost its read buffer")
+}
+
 fn too_large() -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
@@ -62,8 +72,9 @@ fn too_large() -> io::Error {
 
 impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
     /// Frames `inner` with `codec`; `ahead` holds bytes already read from
-    /// `inner` (past a handshake), opened before anything else.
-    pub fn new(inner: S, codec: C, ahead: &[u8]) -> Self {
+    /// `inner` (past a handshake), opened before anything else where they
+    /// lie: the stream keeps them, not a copy in a frame buffer.
+    pub fn new(inner: S, codec: C, ahead: Vec<u8>) -> Self {
         const {
             assert!(
                 BUF > C::HEADROOM + C::TAILROOM,
@@ -84,11 +95,8 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
             end_sealed: false,
         };
         if !ahead.is_empty() {
-            let mut buf = buffers::take(BUF);
-            let n = ahead.len().min(BUF);
-            buf[..n].copy_from_slice(&ahead[..n]);
-            framed.filled = n;
-            framed.read = Some(buf);
+            framed.filled = ahead.len();
+            framed.read = Some(ahead.into_boxed_slice());
         }
         framed
     }
@@ -96,7 +104,7 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
     /// Frames `inner` as [`Framed::new`] does, with `header` (a server's
     /// answer to the handshake, sent in clear of the framing) staged to go
     /// out ahead of the first frame.
-    pub fn with_header(inner: S, codec: C, ahead: &[u8], header: &[u8]) -> Self {
+    pub fn with_header(inner: S, codec: C, ahead: Vec<u8>, header: &[u8]) -> Self {
         let mut framed = Self::new(inner, codec, ahead);
         if !header.is_empty() {
             // A buffer of the header's own size: it may wait for the first
@@ -110,6 +118,30 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
     /// The stream the frames travel on.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// Moves the bytes not yet consumed to the front of a frame buffer, so
+    /// a read can follow them: within the frame buffer, or out of the
+    /// bytes lent ahead into a frame buffer taken now.
+    fn compact(&mut self) -> io::Result<()> {
+        let rest = self.at..self.filled;
+        if rest.len() >= BUF {
+            return Err(too_large());
+        }
+        match &mut self.read {
+            Some(buf) if buf.len() == BUF => buf.copy_within(rest.clone(), 0),
+            read => {
+                let mut frame = buffers::take(BUF);
+                if let Some(lent) = read.take() {
+                    let bytes = lent.get(rest.clone()).ok_or_else(lost_read_buffer)?;
+                    frame[..rest.len()].copy_from_slice(bytes);
+                }
+                *read = Some(frame);
+            }
+        }
+        self.filled = rest.len();
+        self.at = 0;
+        Ok(())
     }
 
     /// Gives the read buffer back once nothing in it is left to hand out.
@@ -182,10 +214,13 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
         }
     }
 
-    /// Reads once from `from` straight behind the codec's headroom in the
-    /// write buffer, seals what came where it lies and starts sending it:
-    /// the relay's way in, one read and one write a frame with no copy
-    /// between. `Ready(Ok(0))` is `from`'s end of stream.
+    /// Reads once from `from` into the write buffer, seals what came and
+    /// starts sending it: the relay's way in. A buffer of one frame reads
+    /// straight behind the codec's headroom and seals in place, one read
+    /// and one write a frame with no copy between; a buffer of several
+    /// frames reads as many payloads at once and moves each down to its
+    /// frame, one read and one write for them all. `Ready(Ok(0))` is
+    /// `from`'s end of stream.
     pub fn poll_fill_from(
         &mut self,
         cx: &mut Context<'_>,
@@ -193,8 +228,20 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
     ) -> Poll<io::Result<usize>> {
         ready!(self.poll_staged_keep(cx))?;
         let mut buf = self.write_buf();
-        let room = (BUF - C::HEADROOM - C::TAILROOM).min(C::MAX_PAYLOAD);
-        let mut read = ReadBuf::new(&mut buf[C::HEADROOM..C::HEADROOM + room]);
+        // As many whole frames as the buffer holds, laid out as they are
+        // sealed: a buffer of several reads them all at once, at its end,
+        // and seals them down in place; one of a frame reads where it is
+        // sealed.
+        let frames = BUF / (C::HEADROOM + C::MAX_PAYLOAD + C::TAILROOM);
+        let (at, room) = if frames > 1 {
+            (BUF - frames * C::MAX_PAYLOAD, frames * C::MAX_PAYLOAD)
+        } else {
+            (
+                C::HEADROOM,
+                (BUF - C::HEADROOM - C::TAILROOM).min(C::MAX_PAYLOAD),
+            )
+        };
+        let mut read = ReadBuf::new(&mut buf[at..at + room]);
         let n = match Pin::new(from).poll_read(cx, &mut read) {
             Poll::Ready(Ok(())) => read.filled().len(),
             other => {
@@ -207,8 +254,13 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
             Self::spare(buf);
             return Poll::Ready(Ok(0));
         }
-        match self.codec.seal(&mut buf, n) {
-            Ok(sealed) if !sealed.is_empty() && sealed.end <= BUF => {
+        let sealed = if frames > 1 {
+            seal_frames_within(&mut self.codec, &mut buf, at, n)
+        } else {
+            self.codec.seal(&mut buf, n).map(|sealed| (sealed, n))
+        };
+        match sealed {
+            Ok((sealed, taken)) if taken == n && !sealed.is_empty() && sealed.end <= BUF => {
                 Poll::Ready(self.stage(cx, buf, sealed).map(|()| n))
             }
             sealed => {
@@ -224,48 +276,66 @@ fn impossible_seal() -> io::Error {
 }
 
 impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C, BUF> {
+    /// Opens the whole frames the read buffer holds, their payloads laid
+    /// end to end after what `payload` still holds, so that one write
+    /// carries them all; a partial frame waits for the next read.
+    /// An error is a frame the codec refused, or one larger than the
+    /// buffer once nothing opened before it is left to hand out.
+    fn open_frames(&mut self) -> io::Result<()> {
+        while self.at < self.filled && !self.ended {
+            let Some(buf) = &mut self.read else {
+                return Err(lost_read_buffer());
+            };
+            match self.codec.open(&mut buf[self.at..self.filled])? {
+                Opened::Frame { consumed, payload } => {
+                    if consumed == 0 || consumed > self.filled - self.at || payload.end > consumed {
+                        return Err(io::Error::other("codec opened an impossible frame"));
+                    }
+                    let opened = self.at + payload.start..self.at + payload.end;
+                    self.at += consumed;
+                    if opened.is_empty() {
+                        if self.codec.ended() {
+                            // The peer's end of stream: what follows is not read.
+                            self.ended = true;
+                            self.at = self.filled;
+                        }
+                    } else if self.payload.is_empty() {
+                        self.payload = opened;
+                    } else {
+                        // Right behind the payload before it: the frames'
+                        // headers and tags between them are done with.
+                        let end = self.payload.end + opened.len();
+                        buf.copy_within(opened, self.payload.end);
+                        self.payload.end = end;
+                    }
+                }
+                Opened::NeedMore { .. } if !self.payload.is_empty() => break,
+                Opened::NeedMore { needed } if needed > BUF => return Err(too_large()),
+                Opened::NeedMore { needed } => {
+                    if self.at + needed > buf.len() {
+                        // Move the partial frame to the front of a frame
+                        // buffer to make room.
+                        self.compact()?;
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads and opens frames until `payload` holds bytes to hand out:
     /// `Ready(Ok(true))` when it does, `Ready(Ok(false))` at the end of the
     /// stream.
     fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         loop {
+            self.open_frames()?;
             if !self.payload.is_empty() {
                 return Poll::Ready(Ok(true));
             }
             if self.ended {
                 self.release_read();
                 return Poll::Ready(Ok(false));
-            }
-            if self.at < self.filled {
-                let Some(buf) = &mut self.read else { break };
-                match self.codec.open(&mut buf[self.at..self.filled])? {
-                    Opened::Frame { consumed, payload } => {
-                        if consumed == 0 || consumed > self.filled - self.at {
-                            return Poll::Ready(Err(io::Error::other(
-                                "codec opened an impossible frame",
-                            )));
-                        }
-                        self.payload = self.at + payload.start..self.at + payload.end;
-                        self.at += consumed;
-                        if self.payload.is_empty() && self.codec.ended() {
-                            // The peer's end of stream: what follows is not read.
-                            self.ended = true;
-                            self.at = self.filled;
-                        }
-                        continue;
-                    }
-                    Opened::NeedMore { needed } if needed > BUF => {
-                        return Poll::Ready(Err(too_large()));
-                    }
-                    Opened::NeedMore { needed } => {
-                        if self.at + needed > BUF {
-                            // Move the partial frame to the front to make room.
-                            buf.copy_within(self.at..self.filled, 0);
-                            self.filled -= self.at;
-                            self.at = 0;
-                        }
-                    }
-                }
             }
             if self.eof {
                 return if self.at < self.filled {
@@ -277,11 +347,20 @@ impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C
                     Poll::Ready(self.codec.finish().map(|()| false))
                 };
             }
+            if self.at == self.filled {
+                // Everything read was consumed: the next read goes in front.
+                (self.at, self.filled) = (0, 0);
+            }
+            if self.read.as_ref().is_none_or(|buf| buf.len() != BUF) {
+                // No buffer yet, or the bytes lent ahead: a frame buffer
+                // takes what is left of them, and the read.
+                self.compact()?;
+            }
+            let Some(buf) = self.read.as_mut() else { break };
             if self.filled == BUF {
                 // A codec that wants more than a full buffer said so above.
                 return Poll::Ready(Err(too_large()));
             }
-            let buf = self.read.get_or_insert_with(|| buffers::take(BUF));
             let mut read = ReadBuf::new(&mut buf[self.filled..]);
             match Pin::new(&mut self.inner).poll_read(cx, &mut read) {
                 Poll::Ready(Ok(())) => {
@@ -298,7 +377,7 @@ impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C
                 }
             }
         }
-        Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")))
+        Poll::Ready(Err(lost_read_buffer()))
     }
 
     /// Writes opened payload straight from the read buffer to `to`, opening
@@ -314,7 +393,7 @@ impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C
             return Poll::Ready(Ok(0));
         }
         let Some(buf) = &self.read else {
-            return Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")));
+            return Poll::Ready(Err(lost_read_buffer()));
         };
         let n = ready!(Pin::new(to).poll_write(cx, &buf[self.payload.clone()]))?;
         if n == 0 {
@@ -339,7 +418,7 @@ impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncRead
             return Poll::Ready(Ok(()));
         }
         let Some(buf) = &this.read else {
-            return Poll::Ready(Err(io::Error::other("framed stream lost its read buffer")));
+            return Poll::Ready(Err(lost_read_buffer()));
         };
         let n = this.payload.len().min(out.remaining());
         out.put_slice(&buf[this.payload.start..this.payload.start + n]);
@@ -413,16 +492,45 @@ fn seal_frames<C: StreamCodec>(
     buf: &mut [u8],
     data: &[u8],
 ) -> io::Result<(Range<usize>, usize)> {
+    seal_frames_with(codec, buf, data.len(), |buf, to, taken| {
+        buf[to..to + taken.len()].copy_from_slice(&data[taken]);
+    })
+}
+
+/// [`seal_frames`] of the `len` bytes at `buf[at..]`, read there by the
+/// relay: each frame's payload is moved down to where the frame lies. The
+/// caller leaves room below `at` for every frame's headroom and tailroom,
+/// so a frame never reaches the bytes still to be moved.
+fn seal_frames_within<C: StreamCodec>(
+    codec: &mut C,
+    buf: &mut [u8],
+    at: usize,
+    len: usize,
+) -> io::Result<(Range<usize>, usize)> {
+    seal_frames_with(codec, buf, len, |buf, to, taken| {
+        buf.copy_within(at + taken.start..at + taken.end, to);
+    })
+}
+
+/// Seals up to `len` payload bytes frame after frame, as [`seal_frames`]
+/// says; `place(buf, to, taken)` puts the payload bytes `taken` (of the
+/// `len`) at `buf[to..]` before each frame is sealed.
+fn seal_frames_with<C: StreamCodec>(
+    codec: &mut C,
+    buf: &mut [u8],
+    len: usize,
+    mut place: impl FnMut(&mut [u8], usize, Range<usize>),
+) -> io::Result<(Range<usize>, usize)> {
     let mut frames: Option<Range<usize>> = None;
     let mut taken = 0;
-    while taken < data.len() {
+    while taken < len {
         let base = frames.as_ref().map_or(0, |f| f.end);
         let Some(room) = (buf.len() - base).checked_sub(C::HEADROOM + C::TAILROOM + 1) else {
             break;
         };
-        let n = (data.len() - taken).min(room + 1).min(C::MAX_PAYLOAD);
+        let n = (len - taken).min(room + 1).min(C::MAX_PAYLOAD);
+        place(buf, base + C::HEADROOM, taken..taken + n);
         let slice = &mut buf[base..];
-        slice[C::HEADROOM..C::HEADROOM + n].copy_from_slice(&data[taken..taken + n]);
         let sealed = codec.seal(slice, n)?;
         if sealed.is_empty() || sealed.end > slice.len() {
             return Err(impossible_seal());
@@ -512,8 +620,8 @@ mod tests {
     async fn framed_ends_carry_a_long_stream_both_ways_split_anywhere() {
         // A tiny pipe capacity splits frames across reads at odd places.
         let (a, b) = tokio::io::duplex(37);
-        let mut a = Framed::<_, _, 256>::new(a, Xor::default(), &[]);
-        let mut b = Framed::<_, _, 256>::new(b, Xor::default(), &[]);
+        let mut a = Framed::<_, _, 256>::new(a, Xor::default(), Vec::new());
+        let mut b = Framed::<_, _, 256>::new(b, Xor::default(), Vec::new());
         let up = pattern(50_000);
         let sent = up.clone();
         let writer = tokio::spawn(async move {
@@ -534,7 +642,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_longer_than_a_frame_is_sealed_into_frames_end_to_end_in_one_write() {
         let (near, mut far) = tokio::io::duplex(8192);
-        let mut framed = Framed::<_, _, 4096>::new(near, Xor::default(), &[]);
+        let mut framed = Framed::<_, _, 4096>::new(near, Xor::default(), Vec::new());
         let data = pattern(1001);
         let taken = std::future::poll_fn(|cx| Pin::new(&mut framed).poll_write(cx, &data))
             .await
@@ -554,7 +662,7 @@ mod tests {
     async fn bytes_read_ahead_of_the_framing_are_opened_first() {
         let (near, mut far) = tokio::io::duplex(1024);
         let mut ahead = vec![0, 2, b'h' ^ 0x5a, b'i' ^ 0x5a, 0xee, 0];
-        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), &ahead[..]);
+        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), ahead.clone());
         // The rest of the second frame arrives on the stream.
         ahead.clear();
         ahead.extend_from_slice(&[1, b'!' ^ 0x5a, 0xee]);
@@ -566,9 +674,82 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn bytes_read_ahead_are_held_at_their_own_size_and_freed_once_opened() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        let ahead = vec![0, 2, b'h' ^ 0x5a, b'i' ^ 0x5a, 0xee];
+        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), ahead);
+        assert_eq!(
+            framed.read.as_ref().map(|buf| buf.len()),
+            Some(5),
+            "the bytes ahead, not a frame buffer"
+        );
+        let mut got = [0u8; 2];
+        framed.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"hi");
+        assert!(framed.read.is_none(), "freed once handed out");
+        // A read that finds nothing holds no frame buffer either.
+        let pending = std::future::poll_fn(|cx| {
+            let mut sink = [0u8; 8];
+            let mut read = ReadBuf::new(&mut sink);
+            Poll::Ready(Pin::new(&mut framed).poll_read(cx, &mut read).is_pending())
+        })
+        .await;
+        assert!(pending && framed.read.is_none());
+        far.write_all(&[0, 1, b'!' ^ 0x5a, 0xee]).await.unwrap();
+        let mut got = [0u8; 1];
+        framed.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"!");
+    }
+
+    #[tokio::test]
+    async fn whole_frames_read_at_once_are_handed_out_in_one_piece() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), Vec::new());
+        let mut wire = Vec::new();
+        for payload in [&b"ab"[..], b"cde", b"f"] {
+            wire.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            wire.extend(payload.iter().map(|b| b ^ 0x5a));
+            wire.push(0xee);
+        }
+        // The first bytes of a frame still to come.
+        wire.extend_from_slice(&[0, 3, b'g' ^ 0x5a]);
+        far.write_all(&wire).await.unwrap();
+        let mut got = [0u8; 64];
+        let n = framed.read(&mut got).await.unwrap();
+        assert_eq!(&got[..n], b"abcdef", "one read, the payloads end to end");
+        far.write_all(&[b'h' ^ 0x5a, b'i' ^ 0x5a, 0xee])
+            .await
+            .unwrap();
+        let n = framed.read(&mut got).await.unwrap();
+        assert_eq!(&got[..n], b"ghi", "the partial frame completed");
+    }
+
+    #[tokio::test]
+    async fn a_buffer_of_several_frames_fills_them_all_from_one_read() {
+        let (near, mut far) = tokio::io::duplex(8192);
+        let mut framed = Framed::<_, _, 4096>::new(near, Xor::default(), Vec::new());
+        let data = pattern(2500);
+        let mut source = &data[..];
+        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        assert_eq!(filled, 2500, "one read for three frames");
+        framed.flush().await.unwrap();
+        let mut wire = vec![0u8; 2500 + 3 * 3];
+        far.read_exact(&mut wire).await.unwrap();
+        let mut reader = Framed::<_, _, 4096>::new(&wire[..], Xor::default(), Vec::new());
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        assert!(got == data, "the payloads differ");
+        assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
+        assert_eq!(wire[1003..1005], [0x03, 0xe8], "a full second one");
+        assert_eq!(wire[2006..2008], [0x01, 0xf4], "and the rest");
+    }
+
+    #[tokio::test]
     async fn a_frame_larger_than_the_buffer_and_a_cut_frame_are_errors() {
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 64>::new(near, Xor::default(), &[]);
+        let mut framed = Framed::<_, _, 64>::new(near, Xor::default(), Vec::new());
         far.write_all(&[0, 200]).await.unwrap();
         let e = framed.read(&mut [0u8; 16]).await.unwrap_err();
         assert_eq!(
@@ -577,7 +758,7 @@ mod tests {
         );
 
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 64>::new(near, Xor::default(), &[]);
+        let mut framed = Framed::<_, _, 64>::new(near, Xor::default(), Vec::new());
         far.write_all(&[0, 5, 1, 2]).await.unwrap();
         far.shutdown().await.unwrap();
         let e = framed.read(&mut [0u8; 16]).await.unwrap_err();
@@ -588,7 +769,7 @@ mod tests {
     #[tokio::test]
     async fn an_idle_framed_stream_holds_no_buffer() {
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 512>::new(near, Xor::default(), &[]);
+        let mut framed = Framed::<_, _, 512>::new(near, Xor::default(), Vec::new());
         framed.write_all(b"ping").await.unwrap();
         framed.flush().await.unwrap();
         let mut frame = [0u8; 7];
@@ -612,7 +793,7 @@ mod tests {
     #[tokio::test]
     async fn a_shut_down_direction_sends_the_codecs_end_which_the_peer_reads_as_the_end() {
         let (near, mut far) = tokio::io::duplex(1024);
-        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), &[]);
+        let mut framed = Framed::<_, _, 256>::new(near, Xor::default(), Vec::new());
         framed.write_all(b"x").await.unwrap();
         framed.shutdown().await.unwrap();
         let mut wire = Vec::new();
@@ -645,7 +826,7 @@ mod tests {
         let drain = Drain::default();
         let mut guard = drain.guard();
         let relay = tokio::spawn(async move {
-            let mut framed = Framed::<_, _, 2048>::new(proxy_out, Xor::default(), &[]);
+            let mut framed = Framed::<_, _, 2048>::new(proxy_out, Xor::default(), Vec::new());
             relay(
                 &mut proxy_in,
                 &mut framed,
@@ -657,7 +838,7 @@ mod tests {
         let up = pattern(300_001);
         let down = pattern(200_003);
         let app_side = tokio::spawn(exchange(app, up.clone()));
-        let mut far = Framed::<_, _, 2048>::new(far, Xor::default(), &[]);
+        let mut far = Framed::<_, _, 2048>::new(far, Xor::default(), Vec::new());
         let mut got_up = Vec::new();
         far.read_to_end(&mut got_up).await.unwrap();
         assert!(got_up == up, "the bytes up differ");

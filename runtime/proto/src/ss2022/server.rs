@@ -77,8 +77,10 @@ fn already_opened() -> Refusal {
 pub struct Core {
     users: Arc<Users>,
     filter: Arc<SaltFilter>,
-    /// Once the fixed header opened, until the request is handed out.
-    variable: Option<Variable>,
+    /// Once the fixed header opened, until the request is handed out;
+    /// boxed, as its key schedule would make every connection's task
+    /// larger for its whole life.
+    variable: Option<Box<Variable>>,
     done: bool,
 }
 
@@ -137,12 +139,12 @@ impl Core {
         }
         let mut salt = [0; MAX_KEY_LEN];
         salt[..salt_len].copy_from_slice(salt_bytes);
-        self.variable = Some(Variable {
+        self.variable = Some(Box::new(Variable {
             salt,
             user,
             recv,
             len: usize::from(u16::from_be_bytes([fixed[9], fixed[10]])),
-        });
+        }));
         Ok(Some(head.len()))
     }
 }
@@ -171,21 +173,21 @@ impl ServerCore for Core {
                 None => return Ok(ServerStep::NeedMore { consumed: 0 }),
             }
         }
-        let Some(Variable { len, .. }) = self.variable else {
+        let Some(len) = self.variable.as_ref().map(|variable| variable.len) else {
             return Err(already_opened());
         };
         let Some(sealed) = input[at..].get(..len + TAG_LEN) else {
             return Ok(ServerStep::NeedMore { consumed: at });
         };
-        let Some(Variable {
+        let Some(variable) = self.variable.take() else {
+            return Err(already_opened());
+        };
+        let Variable {
             salt,
             user,
             mut recv,
             ..
-        }) = self.variable.take()
-        else {
-            return Err(already_opened());
-        };
+        } = *variable;
         self.done = true;
         // Opened in a copy, since the input is the runtime's; the copy
         // then holds the initial payload until the runtime forwards it.
@@ -222,7 +224,7 @@ impl ServerCore for Core {
                 user,
                 plain,
                 first,
-                stream: ServerStream {
+                stream: Box::new(ServerStream {
                     salt_len,
                     request_salt: salt,
                     server_salt,
@@ -230,7 +232,7 @@ impl ServerCore for Core {
                     recv: Chunks::new(recv),
                     header_sent: false,
                     clock: users.clock(),
-                },
+                }),
             },
         })
     }
@@ -245,7 +247,9 @@ pub struct Request {
     /// initial payload.
     plain: Vec<u8>,
     first: usize,
-    stream: ServerStream,
+    /// Boxed from the start: the request is moved from the core through
+    /// the runtime's futures, the key schedules stay where they are.
+    stream: Box<ServerStream>,
 }
 
 impl Request {
@@ -256,7 +260,7 @@ impl Request {
     }
 
     /// The framed stream after the handshake.
-    pub fn into_codec(self) -> ServerStream {
+    pub fn into_codec(self) -> Box<ServerStream> {
         self.stream
     }
 }

@@ -17,6 +17,14 @@ use crate::connect::{open_stream, Flow};
 use crate::relay::Relayed;
 use crate::route::refuse_own_inbound;
 
+/// What the first read of a handshake takes at most: a Shadowsocks 2022
+/// request with its padding (up to about 1.2 KiB), a VMess or Trojan header
+/// and the client's first bytes arrive in one read, not in pieces of 512
+/// bytes with a system call each. Held only while the handshake runs; the
+/// bytes it read past the request are then all a framed stream keeps of
+/// it until its first read (see `Framed::new`).
+const FIRST_READ: usize = 2048;
+
 /// How a handshake ended.
 pub enum Handshake<R> {
     /// The request is whole; `early` is what the client sent after it.
@@ -75,7 +83,7 @@ where
 {
     // Every byte read is kept, consumed or not, so a refused client's bytes
     // can go to a fallback whole; `at` is where the core's input starts.
-    let mut buf = Vec::with_capacity(512);
+    let mut buf = Vec::with_capacity(FIRST_READ);
     let mut at = 0;
     let mut out = Vec::new();
     loop {

@@ -178,9 +178,11 @@ pub async fn vmess(
             match request.kind() {
                 FlowKind::Stream => {
                     let answered = Answered::of(&request);
-                    let codec = request.into_codec()?;
+                    // Boxed: its key schedules would sit in every future
+                    // the stream is moved through, for the flow's life.
+                    let codec = Box::new(request.into_codec()?);
                     relay_framed::<_, VMESS_BUF>(
-                        shared, client, peer, &answered, codec, &early, &header,
+                        shared, client, peer, &answered, codec, early, &header,
                     )
                     .await
                 }
@@ -189,9 +191,9 @@ pub async fn vmess(
                     // sessions (v2ray's mux), and its UDP sessions (XUDP,
                     // as Xray's clients send UDP) in one association.
                     tracing::debug!("vmess: a mux.cool stream from {peer}");
-                    let body = request.into_codec()?;
+                    let body = Box::new(request.into_codec()?);
                     let framed =
-                        Framed::<_, _, VMESS_BUF>::with_header(client, body, &early, &header);
+                        Framed::<_, _, VMESS_BUF>::with_header(client, body, early, &header);
                     mux::serve::<_, VMESS_BUF>(shared, framed, peer, &[], &[]).await
                 }
                 FlowKind::Datagrams => {
@@ -227,7 +229,7 @@ pub async fn shadowsocks(
             let answered = Answered::of(&request);
             const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
             let codec = request.into_codec();
-            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, &early, &[]).await
+            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
         },
     )
     .await
@@ -258,7 +260,7 @@ pub async fn ss2022(
             let answered = Answered::of(&request);
             const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;
             let codec = request.into_codec();
-            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, &early, &[]).await
+            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
         },
     )
     .await
@@ -273,7 +275,7 @@ async fn relay_framed<C: StreamCodec + Unpin, const BUF: usize>(
     peer: SocketAddr,
     answered: &Answered,
     codec: C,
-    early: &[u8],
+    early: Vec<u8>,
     header: &[u8],
 ) -> io::Result<()> {
     let framed = Framed::<_, _, BUF>::with_header(client, codec, early, header);

@@ -43,7 +43,7 @@ impl Shadowsocks {
         let mut codec = SsStream::new(&self.master, destination)?;
         let ((), ahead) = handshake(&mut stream, &mut codec).await?;
         Ok(OutboundStream::Shadowsocks(Box::new(Framed::new(
-            stream, codec, &ahead,
+            stream, codec, ahead,
         ))))
     }
 

@@ -46,7 +46,7 @@ impl Ss2022 {
             Ss2022Stream::new(&self.keys, destination, SystemTime::now(), SystemTime::now)?;
         let ((), ahead) = handshake(&mut stream, &mut codec).await?;
         Ok(OutboundStream::Ss2022(Box::new(Framed::new(
-            stream, codec, &ahead,
+            stream, codec, ahead,
         ))))
     }
 

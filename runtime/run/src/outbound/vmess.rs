@@ -106,7 +106,7 @@ impl Vmess {
         let ((), ahead) = handshake(&mut stream, &mut request).await?;
         let codec = VmessStream::new(&session)?;
         Ok(OutboundStream::Vmess(Box::new(Framed::new(
-            stream, codec, &ahead,
+            stream, codec, ahead,
         ))))
     }
 
