@@ -1,50 +1,99 @@
-//! Client session resumption: each connector keeps the last session its own
-//! context was given (a TLS 1.3 ticket, a TLS 1.2 session), and offers it
-//! on the next handshake. A resumed handshake skips the certificate: the
-//! server sends none, the client parses and verifies none, and the
-//! connection shares the cached session's certificate instead of holding a
-//! parsed copy of its own (about 700 us of a client's CPU and 4 KiB of its
-//! memory a connection, with OpenSSL 3.0, measured against our acceptor).
+//! Client session resumption: each connector keeps the sessions its own
+//! context was given (TLS 1.3 tickets, TLS 1.2 sessions), the first of
+//! each connection and at most [`KEPT`], and offers one on each handshake.
+//! A resumed handshake skips the certificate: the server sends none, the
+//! client parses and verifies none, and the connection shares the kept
+//! session's certificate instead of holding a parsed copy of its own
+//! (about 400 us of a client's CPU and 4 KiB of its memory a connection,
+//! with OpenSSL 3.0, measured against our acceptor).
 //!
-//! Bounded by construction: one session a connector, replaced by every
-//! newer one. A connector has one context, one server name and one verify
-//! mode, so a session is never offered to another server name or context.
-//! A server that declines the session does a full handshake, whose own
-//! ticket then takes the slot.
+//! Bounded by construction: at most [`KEPT`] sessions a connector, the
+//! oldest dropped first. A connector has one context, one server name and
+//! one verify mode, so a session is never offered to another server name
+//! or context. A server that declines a session does a full handshake,
+//! whose own ticket then refills the connector.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use arc_swap::ArcSwapOption;
-use openssl::ssl::{SslContextBuilder, SslRef, SslSession, SslSessionCacheMode};
+use openssl::ex_data::Index;
+use openssl::ssl::{Ssl, SslContextBuilder, SslRef, SslSession, SslSessionCacheMode};
 
-/// The last session a connector's context was given.
+/// The most sessions a connector keeps: enough for a burst of connects
+/// each to take a fresh one.
+const KEPT: usize = 4;
+
+/// The sessions a connector's context was given and has not used up,
+/// newest last.
 #[derive(Clone)]
-pub(super) struct LastSession {
-    session: Arc<ArcSwapOption<SslSession>>,
+pub(super) struct Sessions {
+    kept: Arc<Mutex<VecDeque<SslSession>>>,
 }
 
-impl LastSession {
+impl Sessions {
     /// Asks `builder`'s context to hand every new client session to the
-    /// slot it returns, and to keep none in its own cache (which would grow
-    /// with every connection until it is flushed).
-    pub(super) fn install(builder: &mut SslContextBuilder) -> LastSession {
-        let last = LastSession {
-            session: Arc::new(ArcSwapOption::empty()),
+    /// connector it returns, and to keep none in its own cache (which
+    /// would grow with every connection until it is flushed).
+    pub(super) fn install(builder: &mut SslContextBuilder) -> Sessions {
+        let sessions = Sessions {
+            kept: Arc::new(Mutex::new(VecDeque::with_capacity(KEPT))),
         };
         builder
             .set_session_cache_mode(SslSessionCacheMode::CLIENT | SslSessionCacheMode::NO_INTERNAL);
-        let slot = last.session.clone();
-        builder.set_new_session_callback(move |_, session| slot.store(Some(Arc::new(session))));
-        last
+        let kept = sessions.clone();
+        let given = given_index();
+        builder.set_new_session_callback(move |ssl, session| {
+            // Only a connection's first session: an OpenSSL server with
+            // stateful tickets (trojan-gfw's default) sends two a
+            // handshake and resumes only the first (see the tests).
+            if let Some(given) = given {
+                if ssl.ex_data(given).is_some() {
+                    return;
+                }
+                ssl.set_ex_data(given, ());
+            }
+            let mut kept = kept.lock();
+            if kept.len() == KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(session);
+        });
+        sessions
     }
 
-    /// Offers the last session, if there is one, on a handshake not yet
-    /// started. `ssl` must come from the context this slot was installed on.
+    /// Offers the newest session on a handshake not yet started: taken
+    /// away while others remain (a ticket is best used once, RFC 8446
+    /// section 4.6.1, and some servers take each only once), the last one
+    /// kept and offered again (a server whose tickets are good more than
+    /// once, as Go's and ours are, resumes a whole burst of connections
+    /// from it). `ssl` must come from the context these sessions were
+    /// installed on.
     pub(super) fn offer(&self, ssl: &mut SslRef) {
-        if let Some(session) = self.session.load_full() {
+        let session = {
+            let mut kept = self.lock();
+            if kept.len() > 1 {
+                kept.pop_back()
+            } else {
+                kept.back().cloned()
+            }
+        };
+        if let Some(session) = session {
             set_session(ssl, &session);
         }
     }
+
+    /// The lock is never held across anything that can panic; a poisoned
+    /// one still guards a well-formed list.
+    fn lock(&self) -> MutexGuard<'_, VecDeque<SslSession>> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The mark of a connection whose first session is kept, made once a
+/// process; without one (OpenSSL could not make it), every session is kept.
+fn given_index() -> Option<Index<Ssl, ()>> {
+    static GIVEN: OnceLock<Option<Index<Ssl, ()>>> = OnceLock::new();
+    *GIVEN.get_or_init(|| Ssl::new_ex_index().ok())
 }
 
 /// `SSL_set_session`, which the openssl crate marks unsafe: OpenSSL
@@ -52,11 +101,11 @@ impl LastSession {
 /// checks, ticket keys and session id context are that context's).
 #[allow(unsafe_code)]
 fn set_session(ssl: &mut SslRef, session: &SslSession) {
-    // SAFETY: the only sessions a `LastSession` holds are those handed to
-    // the new-session callback that `install` set on one context, and
-    // `offer` is only called (by `TlsConnector::connect`) on an `Ssl` made
-    // from that same context: the connector owns both, and neither is
-    // ever replaced. OpenSSL takes its own reference to the session.
+    // SAFETY: the only sessions a `Sessions` holds are those handed to the
+    // new-session callback that `install` set on one context, and `offer`
+    // is only called (by `TlsConnector::connect`) on an `Ssl` made from
+    // that same context: the connector owns both, and neither is ever
+    // replaced. OpenSSL takes its own reference to the session.
     let offered = unsafe { ssl.set_session(session) };
     // It fails only for a session of another protocol method, which a
     // client context never makes; the handshake is then a full one.
