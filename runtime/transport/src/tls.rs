@@ -14,7 +14,7 @@ use openssl::error::ErrorStack;
 use openssl::pkey::PKey;
 use openssl::ssl::{
     self, AlpnError, ErrorCode, Ssl, SslAcceptor, SslConnector, SslContextBuilder, SslMethod,
-    SslSessionCacheMode, SslVerifyMode, SslVersion,
+    SslMode, SslSessionCacheMode, SslVerifyMode, SslVersion,
 };
 use openssl::x509::{X509VerifyResult, X509};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -193,6 +193,11 @@ impl TlsAcceptor {
         // client's sessions would otherwise pile up (20,480 of them, about
         // 1 KiB each, before OpenSSL flushes its cache).
         builder.set_session_cache_mode(SslSessionCacheMode::OFF);
+        // The chain sent is the plan's, leaf and extras as read: without
+        // this, a leaf given alone has OpenSSL try to build its chain from
+        // the context's store (an X509_verify_cert) on every full
+        // handshake, to send the same leaf alone.
+        builder.set_mode(SslMode::NO_AUTO_CHAIN);
         let mut chain = X509::stack_from_pem(&tls.cert_pem)
             .map_err(|e| {
                 invalid(format!(
