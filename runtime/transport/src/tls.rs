@@ -181,11 +181,11 @@ impl TlsAcceptor {
             .map_err(openssl_error)?;
         tune(&mut builder);
         // One TLS 1.3 session ticket a handshake, as Go's servers send:
-        // a client resumes with it (ours keeps the newest few a connector
-        // was given), which spares both sides the certificate (~400 us of
+        // a client resumes with it (ours keeps those a connector was
+        // given, each for one handshake), which spares both sides the certificate (~400 us of
         // the client's CPU a connect, ~100 us of ours) and the client the
-        // parsed certificate a connection holds. Our tickets are stateless
-        // and good more than once, so one is all a client needs; a second
+        // parsed certificate a connection holds. A connection that
+        // resumes gets a new one, so one keeps a client resuming; a second
         // costs another seal and, in clients that keep each, another
         // session (measured: no less client memory with two).
         builder.set_num_tickets(1).map_err(openssl_error)?;
@@ -667,6 +667,55 @@ pub(crate) mod tests {
             reused.push(client);
         }
         assert_eq!(reused, [false, true]);
+    }
+
+    #[tokio::test]
+    async fn a_session_is_offered_on_one_handshake_only() {
+        // The second connection resumes and closes before it reads its
+        // own ticket: the third has nothing left to offer.
+        let pki = pki();
+        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
+        let connector =
+            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut reused = Vec::new();
+        for reads_its_ticket in [true, false, true] {
+            let serve = async {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut tls = acceptor.accept(tcp).await.unwrap();
+                // A client that never reads our ticket resets the
+                // connection when it closes, anywhere from here on.
+                let echo = async {
+                    let mut byte = [0; 1];
+                    tls.read_exact(&mut byte).await?;
+                    tls.write_all(&byte).await?;
+                    tls.flush().await?;
+                    let mut rest = Vec::new();
+                    tls.read_to_end(&mut rest).await
+                };
+                let echoed = echo.await;
+                if reads_its_ticket {
+                    echoed.unwrap();
+                }
+            };
+            let dial = async {
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let mut tls = connector.connect(tcp).await.unwrap();
+                tls.write_all(b"x").await.unwrap();
+                tls.flush().await.unwrap();
+                if reads_its_ticket {
+                    let mut byte = [0; 1];
+                    tls.read_exact(&mut byte).await.unwrap();
+                }
+                let reused = tls.ssl().session_reused();
+                let _ = tls.shutdown().await;
+                reused
+            };
+            let ((), client) = tokio::join!(serve, dial);
+            reused.push(client);
+        }
+        assert_eq!(reused, [false, true, false]);
     }
 
     #[tokio::test]

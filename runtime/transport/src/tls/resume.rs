@@ -1,11 +1,17 @@
 //! Client session resumption: each connector keeps the sessions its own
 //! context was given (TLS 1.3 tickets, TLS 1.2 sessions), the first of
-//! each connection and at most [`KEPT`], and offers one on each handshake.
-//! A resumed handshake skips the certificate: the server sends none, the
-//! client parses and verifies none, and the connection shares the kept
-//! session's certificate instead of holding a parsed copy of its own
-//! (about 400 us of a client's CPU and 4 KiB of its memory a connection,
-//! with OpenSSL 3.0, measured against our acceptor).
+//! each connection and at most [`KEPT`], and offers each on one
+//! handshake. A resumed handshake skips the certificate: the server sends
+//! none, the client parses and verifies none, and the connection shares
+//! the kept session's certificate instead of holding a parsed copy of its
+//! own (about 400 us of a client's CPU and 4 KiB of its memory a
+//! connection, with OpenSSL 3.0, measured against our acceptor).
+//!
+//! A session is used once: RFC 8446 (section 4.6.1) asks it of clients,
+//! and OpenSSL's client marks a TLS 1.3 session not resumable once it has
+//! resumed with it, so a second offer would be a full handshake anyway.
+//! Every connection's own ticket refills the connector, and a burst of
+//! connects takes what full handshakes left.
 //!
 //! Bounded by construction: at most [`KEPT`] sessions a connector, the
 //! oldest dropped first. A connector has one context, one server name and
@@ -19,9 +25,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use openssl::ex_data::Index;
 use openssl::ssl::{Ssl, SslContextBuilder, SslRef, SslSession, SslSessionCacheMode};
 
-/// The most sessions a connector keeps: enough for a burst of connects
-/// each to take a fresh one.
-const KEPT: usize = 4;
+/// The most sessions a connector keeps, about 1.2 KiB each (the
+/// certificate is shared): enough for a burst of connects to resume
+/// several at once.
+const KEPT: usize = 8;
 
 /// The sessions a connector's context was given and has not used up,
 /// newest last.
@@ -61,22 +68,11 @@ impl Sessions {
         sessions
     }
 
-    /// Offers the newest session on a handshake not yet started: taken
-    /// away while others remain (a ticket is best used once, RFC 8446
-    /// section 4.6.1, and some servers take each only once), the last one
-    /// kept and offered again (a server whose tickets are good more than
-    /// once, as Go's and ours are, resumes a whole burst of connections
-    /// from it). `ssl` must come from the context these sessions were
+    /// Offers the newest session kept, and forgets it, on a handshake not
+    /// yet started. `ssl` must come from the context these sessions were
     /// installed on.
     pub(super) fn offer(&self, ssl: &mut SslRef) {
-        let session = {
-            let mut kept = self.lock();
-            if kept.len() > 1 {
-                kept.pop_back()
-            } else {
-                kept.back().cloned()
-            }
-        };
+        let session = self.lock().pop_back();
         if let Some(session) = session {
             set_session(ssl, &session);
         }
