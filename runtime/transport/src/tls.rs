@@ -719,6 +719,45 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn a_session_outlives_a_connection_dropped_without_close_notify() {
+        // OpenSSL marks the session of a connection freed before it sent
+        // its close_notify as bad; what the connector keeps is a copy of
+        // its own, still resumable.
+        let pki = pki();
+        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
+        let connector =
+            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut reused = Vec::new();
+        for _ in 0..3 {
+            let serve = async {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut tls = acceptor.accept(tcp).await.unwrap();
+                let mut byte = [0; 1];
+                tls.read_exact(&mut byte).await.unwrap();
+                tls.write_all(&byte).await.unwrap();
+                tls.flush().await.unwrap();
+                // The client goes without a close_notify.
+                let mut rest = Vec::new();
+                let _ = tls.read_to_end(&mut rest).await;
+            };
+            let dial = async {
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let mut tls = connector.connect(tcp).await.unwrap();
+                tls.write_all(b"x").await.unwrap();
+                tls.flush().await.unwrap();
+                let mut byte = [0; 1];
+                tls.read_exact(&mut byte).await.unwrap();
+                tls.ssl().session_reused()
+            };
+            let ((), client) = tokio::join!(serve, dial);
+            reused.push(client);
+        }
+        assert_eq!(reused, [false, true, true]);
+    }
+
+    #[tokio::test]
     async fn a_custom_ca_is_trusted_and_the_name_checked() {
         let pki = pki();
         let spec = client_spec(NAME, custom_ca(&pki.ca_pem), &[]);

@@ -22,8 +22,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
+use foreign_types::{ForeignType, ForeignTypeRef};
 use openssl::ex_data::Index;
-use openssl::ssl::{Ssl, SslContextBuilder, SslRef, SslSession, SslSessionCacheMode};
+use openssl::ssl::{
+    Ssl, SslContextBuilder, SslRef, SslSession, SslSessionCacheMode, SslSessionRef,
+};
 
 /// The most sessions a connector keeps, about 1.2 KiB each (the
 /// certificate is shared): enough for a burst of connects to resume
@@ -59,6 +62,10 @@ impl Sessions {
                 }
                 ssl.set_ex_data(given, ());
             }
+            // A copy: the connection's own session is marked bad if the
+            // connection is dropped without its close_notify (a reset, an
+            // aborted relay), which would spoil the kept one with it.
+            let session = detached(&session).unwrap_or(session);
             let mut kept = kept.lock();
             if kept.len() == KEPT {
                 kept.pop_front();
@@ -90,6 +97,28 @@ impl Sessions {
 fn given_index() -> Option<Index<Ssl, ()>> {
     static GIVEN: OnceLock<Option<Index<Ssl, ()>>> = OnceLock::new();
     *GIVEN.get_or_init(|| Ssl::new_ex_index().ok())
+}
+
+extern "C" {
+    /// libssl's, since 1.1.1 (the openssl crate does not bind it): a new
+    /// session with the same contents, certificates shared by reference.
+    fn SSL_SESSION_dup(src: *const openssl_sys::SSL_SESSION) -> *mut openssl_sys::SSL_SESSION;
+}
+
+/// A session of its own with `session`'s contents, so that what OpenSSL
+/// does to the connection's session later (marking it not resumable when
+/// the connection is freed without a close_notify) leaves it alone; None
+/// if OpenSSL could not allocate it.
+#[allow(unsafe_code)]
+fn detached(session: &SslSessionRef) -> Option<SslSession> {
+    // SAFETY: `session.as_ptr()` is a live SSL_SESSION for the whole call
+    // (`session` borrows it), which SSL_SESSION_dup only reads. What it
+    // returns is null or a new session with one reference, ours, which
+    // `from_ptr` takes over and frees when the `SslSession` is dropped.
+    unsafe {
+        let copy = SSL_SESSION_dup(session.as_ptr());
+        (!copy.is_null()).then(|| SslSession::from_ptr(copy))
+    }
 }
 
 /// `SSL_set_session`, which the openssl crate marks unsafe: OpenSSL
