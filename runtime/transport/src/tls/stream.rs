@@ -90,7 +90,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         // The wire sends what was written before it waits for the socket.
-        Pin::new(&mut self.get_mut().tls).poll_read(cx, buf)
+        let tls = &mut self.get_mut().tls;
+        let read = Pin::new(&mut *tls).poll_read(cx, buf);
+        if read.is_pending() {
+            // Idle: the record buffers a session ticket set up go back.
+            super::idle::release_buffers(tls.ssl());
+        }
+        read
     }
 }
 
