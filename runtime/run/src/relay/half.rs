@@ -37,9 +37,10 @@ pub enum Mode {
     /// Through a pipe with splice(2) where the platform has it and both
     /// sides are plain TCP sockets, else as `Buffer`.
     Splice,
-    /// Through a pooled buffer in user space: any stream, and plain TCP
-    /// when no pipe can be had.
-    Buffer,
+    /// Through a pooled buffer of this many bytes in user space: any
+    /// stream, and plain TCP (in a [`RELAY_BUF`] one) when no pipe can be
+    /// had.
+    Buffer(usize),
     /// Read straight into the writer's own frame buffer (a framed stream
     /// seals bytes where they were read).
     Fill,
@@ -84,10 +85,12 @@ impl Carrier {
                 Err(e) => tracing::debug!("relaying through a buffer: no pipe: {e}"),
             }
         }
-        #[cfg(not(target_os = "linux"))]
-        let _ = mode;
+        let len = match mode {
+            Mode::Buffer(len) => len,
+            _ => RELAY_BUF,
+        };
         Carrier::Buffer {
-            buf: buffers::take(RELAY_BUF),
+            buf: buffers::take(len),
             start: 0,
             end: 0,
         }

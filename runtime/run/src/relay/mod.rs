@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use etemenanki_proto::codec::StreamCodec;
 use etemenanki_transport::grpc::GrpcStream;
+use etemenanki_transport::tls::WIRE_BUF;
 use etemenanki_transport::ws::WsStream;
 use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -29,7 +30,7 @@ use tokio::time::Instant;
 use crate::drain::{Guard, DRAINED};
 use crate::framed::Framed;
 use crate::outbound::OutboundStream;
-use half::{Half, Mode};
+use half::{Half, Mode, RELAY_BUF};
 
 /// A stream the relay moves bytes to and from.
 pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
@@ -49,6 +50,13 @@ pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
     /// from there.
     fn drains(&mut self) -> Option<&mut dyn Drains> {
         None
+    }
+
+    /// The relay buffer a direction from or to this stream carries its
+    /// bytes in, when it needs one: the direction takes the larger of its
+    /// two ends'.
+    fn buffer_len(&mut self) -> usize {
+        RELAY_BUF
     }
 }
 
@@ -92,6 +100,17 @@ impl Relayed for Stream {
             Stream::Ws(ws) => Some(&mut **ws),
             Stream::Grpc(grpc) => Some(&mut **grpc),
             Stream::Tcp(_) | Stream::Tls(_) => None,
+        }
+    }
+
+    /// A TLS session's records (16 KiB of plaintext each) go out and come
+    /// in up to [`WIRE_BUF`] at a time: a relay read of as much seals or
+    /// opens several, so the plain socket at the other end is read or
+    /// written once for them all, not once a record.
+    fn buffer_len(&mut self) -> usize {
+        match self {
+            Stream::Tls(_) => WIRE_BUF,
+            Stream::Tcp(_) | Stream::Ws(_) | Stream::Grpc(_) => RELAY_BUF,
         }
     }
 }
@@ -185,6 +204,14 @@ impl Relayed for OutboundStream {
             _ => None,
         }
     }
+
+    fn buffer_len(&mut self) -> usize {
+        match self {
+            OutboundStream::Transport(stream) => stream.buffer_len(),
+            OutboundStream::Vless(vless) => vless.get_mut().buffer_len(),
+            _ => RELAY_BUF,
+        }
+    }
 }
 
 /// How a relay ended without an error.
@@ -220,7 +247,7 @@ fn mode<R: Relayed, W: Relayed>(from: &mut R, to: &mut W) -> Mode {
     } else if from.drains().is_some() {
         Mode::Drain
     } else {
-        Mode::Buffer
+        Mode::Buffer(from.buffer_len().max(to.buffer_len()))
     }
 }
 
@@ -284,7 +311,7 @@ pub(crate) mod tests {
     use tokio::task::JoinHandle;
 
     /// Every way a direction can carry its bytes; each test runs in both.
-    const MODES: [Mode; 2] = [Mode::Splice, Mode::Buffer];
+    const MODES: [Mode; 2] = [Mode::Splice, Mode::Buffer(RELAY_BUF)];
 
     /// Two connected socket pairs: (client app, proxy's client side) and
     /// (proxy's outbound side, server app).
@@ -553,7 +580,8 @@ pub(crate) mod tests {
         let mut spares = None;
         for round in 0..4u32 {
             let drain = Drain::default();
-            let (app, server, relay) = relayed(Mode::Buffer, Duration::from_secs(30), &drain).await;
+            let (app, server, relay) =
+                relayed(Mode::Buffer(RELAY_BUF), Duration::from_secs(30), &drain).await;
             let up = pattern(200_000 + round, round);
             let down = pattern(100_000 + round, round + 7);
             let (at_server, at_app) =
@@ -563,9 +591,80 @@ pub(crate) mod tests {
             // At most one buffer per direction was in flight; they are
             // spares again, and later rounds reuse them instead of
             // allocating more.
-            let now = crate::buffers::spares(half::RELAY_BUF);
+            let now = crate::buffers::spares(RELAY_BUF);
             assert!((1..=2).contains(&now), "round {round}: {now} spares");
             assert_eq!(*spares.get_or_insert(now), now, "round {round}");
         }
+    }
+
+    /// A socket that is not plain (as a TLS session over it is not) and
+    /// asks for `WIRE_BUF` relay buffers.
+    struct Wide(TcpStream);
+
+    impl AsyncRead for Wide {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Wide {
+        fn poll_write(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+        }
+
+        fn poll_flush(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_flush(cx)
+        }
+
+        fn poll_shutdown(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+        }
+    }
+
+    impl Relayed for Wide {
+        fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+            None
+        }
+
+        fn buffer_len(&mut self) -> usize {
+            WIRE_BUF
+        }
+    }
+
+    #[tokio::test]
+    async fn both_directions_take_the_larger_buffer_of_their_two_ends() {
+        let (app, mut proxy_in, proxy_out, server) = pairs().await;
+        let mut wide = Wide(proxy_out);
+        assert_eq!(mode(&mut proxy_in, &mut wide), Mode::Buffer(WIRE_BUF));
+        assert_eq!(mode(&mut wide, &mut proxy_in), Mode::Buffer(WIRE_BUF));
+        let drain = Drain::default();
+        let mut guard = drain.guard();
+        let relay = tokio::spawn(async move {
+            let idle = Duration::from_secs(30);
+            relay(&mut proxy_in, &mut wide, idle, &mut guard).await
+        });
+        let up = pattern(1_000_000, 5);
+        let down = pattern(700_001, 6);
+        let (at_server, at_app) =
+            tokio::join!(exchange(server, down.clone()), exchange(app, up.clone()));
+        assert!(at_server == up && at_app == down);
+        assert_eq!(relay.await.unwrap().unwrap(), Ended::Done);
+        // The relay ran on this thread and carried its bytes in buffers of
+        // WIRE_BUF bytes, which are spares now.
+        assert!(crate::buffers::spares(WIRE_BUF) > 0);
     }
 }

@@ -8,7 +8,9 @@
 //! flushed or shut down, or when a read finds nothing to read (whoever
 //! waits for an answer has said everything first). Records read from the
 //! socket likewise come in reads of up to [`WIRE_BUF`] bytes, several
-//! records at once when the peer is sending fast.
+//! records at once when the peer is sending fast, and one read of the
+//! stream opens as many of those as its buffer takes (SSL_read opens one
+//! a call).
 //!
 //! Both buffers are taken from the thread's spares when bytes start to move
 //! and given back the moment they run dry: an idle session holds neither,
@@ -47,6 +49,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream<S> {
             io,
             read: Window::default(),
             write: Window::default(),
+            refill: true,
         };
         Ok(TlsStream {
             tls: SslStream::new(ssl, wire)?,
@@ -90,13 +93,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         // The wire sends what was written before it waits for the socket.
-        let tls = &mut self.get_mut().tls;
-        let read = Pin::new(&mut *tls).poll_read(cx, buf);
-        if read.is_pending() {
+        let this = self.get_mut();
+        let first = Pin::new(&mut this.tls).poll_read(cx, buf);
+        if first.is_pending() {
             // Idle: the record buffers a session ticket set up go back.
-            super::idle::release_buffers(tls.ssl());
+            super::idle::release_buffers(this.tls.ssl());
         }
-        read
+        ready!(first)?;
+        // SSL_read opens one record a call. Records already read from the
+        // socket are opened into the same buffer while it has room, so a
+        // relay's read carries several and its write to a socket is one
+        // send (and one wakeup of whoever reads there) for them all. The
+        // socket is not read again here: a record still partly on its way
+        // waits for the next read, and so does an error or the end of the
+        // stream, after the bytes before it.
+        this.tls.get_mut().refill = false;
+        while buf.remaining() > 0 && !this.tls.get_ref().read.is_empty() {
+            let before = buf.filled().len();
+            match Pin::new(&mut this.tls).poll_read(cx, buf) {
+                Poll::Ready(Ok(())) if buf.filled().len() > before => {}
+                _ => break,
+            }
+        }
+        this.tls.get_mut().refill = true;
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -136,6 +156,9 @@ struct Wire<S: AsyncRead + AsyncWrite + Unpin> {
     read: Window,
     /// Sealed records OpenSSL wrote that `io` has not taken yet.
     write: Window,
+    /// Whether an empty read window is refilled from `io`; false while a
+    /// read goes on opening records already read, which must not wait.
+    refill: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
@@ -162,6 +185,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Wire<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.read.is_empty() {
+            if !this.refill {
+                // OpenSSL keeps the part of a record it has, for later.
+                return Poll::Pending;
+            }
             let mut filled = ReadBuf::new(this.read.spare());
             match Pin::new(&mut this.io).poll_read(cx, &mut filled) {
                 Poll::Ready(Ok(())) => {

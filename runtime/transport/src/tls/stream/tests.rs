@@ -171,3 +171,59 @@ async fn many_records_read_at_once_arrive_whole_and_the_read_window_is_let_go() 
     assert!(idle.now_or_never().unwrap(), "nothing more was sent");
     assert_eq!(server.buffered(), (None, None));
 }
+
+/// Waits (boundedly) until `len` bytes are in `tls`'s socket, unread.
+async fn arrived(tls: &TlsStream<TcpStream>, len: usize) {
+    let mut peek = vec![0; len];
+    for _ in 0..1000 {
+        if tls.get_ref().peek(&mut peek).await.unwrap() == len {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("{len} bytes did not arrive");
+}
+
+#[tokio::test]
+async fn one_read_opens_every_record_already_read_from_the_socket() {
+    let (mut client, mut server) = pair().await;
+    let bytes = pattern(3 * 16 * 1024);
+    client.write_all(&bytes).await.unwrap();
+    client.flush().await.unwrap();
+    arrived(&server, 3 * FULL_RECORD).await;
+    let mut got = vec![0; WIRE_BUF];
+    let n = server.read(&mut got).await.unwrap();
+    assert_eq!(n, bytes.len(), "one read opened all three records");
+    assert!(got[..n] == bytes[..], "the bytes arrived changed");
+    assert_eq!(server.buffered(), (None, None));
+}
+
+#[tokio::test]
+async fn a_read_stops_at_a_record_still_on_its_way_and_at_the_close_notify() {
+    let (mut client, mut server) = pair().await;
+    // Five records: more than the read window takes at once, so the
+    // first read ends within the fourth and leaves it for the next.
+    let bytes = pattern(5 * 16 * 1024);
+    client.write_all(&bytes).await.unwrap();
+    client.shutdown().await.unwrap();
+    arrived(&server, 5 * FULL_RECORD).await;
+    let mut buf = vec![0; 8 * 16 * 1024];
+    let first = server.read(&mut buf).await.unwrap();
+    assert!(
+        first >= 2 * 16 * 1024 && first < bytes.len(),
+        "the first read opened what the window held: {first}"
+    );
+    let mut got = buf[..first].to_vec();
+    let mut reads = 1;
+    loop {
+        let n = server.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        reads += 1;
+        assert!(reads <= 5, "a read opens at least one record");
+    }
+    assert!(got == bytes, "the bytes arrived changed");
+    assert_eq!(server.buffered(), (None, None));
+}
