@@ -534,6 +534,36 @@ pub(crate) mod tests {
         assert_eq!(cipher, Some("TLS_AES_128_GCM_SHA256"));
     }
 
+    /// One client connection of the resumption tests: it sends a byte,
+    /// reads the echo (and so the server's ticket) if `reads_its_ticket`,
+    /// closes with a close_notify if `notifies` (else it is dropped), and
+    /// says whether it resumed a session.
+    async fn dial_once(
+        connector: &TlsConnector,
+        addr: std::net::SocketAddr,
+        reads_its_ticket: bool,
+        notifies: bool,
+    ) -> bool {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut tls = connector.connect(tcp).await.unwrap();
+        tls.write_all(b"x").await.unwrap();
+        tls.flush().await.unwrap();
+        if reads_its_ticket {
+            let mut byte = [0; 1];
+            tls.read_exact(&mut byte).await.unwrap();
+        }
+        let reused = tls.ssl().session_reused();
+        if notifies {
+            let closed = tls.shutdown().await;
+            // A client that never read the server's ticket may find the
+            // connection reset.
+            if reads_its_ticket {
+                closed.unwrap();
+            }
+        }
+        reused
+    }
+
     /// Connects `connector` to `acceptor` over loopback `rounds` times, each
     /// connection exchanging a byte each way (so the client reads the
     /// server's ticket), and says for each whether the client and the
@@ -556,17 +586,7 @@ pub(crate) mod tests {
                 tls.read_to_end(&mut rest).await.unwrap();
                 reused
             };
-            let dial = async {
-                let tcp = TcpStream::connect(addr).await.unwrap();
-                let mut tls = connector.connect(tcp).await.unwrap();
-                tls.write_all(b"x").await.unwrap();
-                tls.flush().await.unwrap();
-                let mut byte = [0; 1];
-                tls.read_exact(&mut byte).await.unwrap();
-                let reused = tls.ssl().session_reused();
-                tls.shutdown().await.unwrap();
-                reused
-            };
+            let dial = dial_once(connector, addr, true, true);
             let (server, client) = tokio::join!(serve, dial);
             reused.push((client, server));
         }
@@ -652,17 +672,7 @@ pub(crate) mod tests {
                 let mut rest = Vec::new();
                 tls.read_to_end(&mut rest).await.unwrap();
             };
-            let dial = async {
-                let tcp = TcpStream::connect(addr).await.unwrap();
-                let mut tls = connector.connect(tcp).await.unwrap();
-                tls.write_all(b"x").await.unwrap();
-                tls.flush().await.unwrap();
-                let mut byte = [0; 1];
-                tls.read_exact(&mut byte).await.unwrap();
-                let reused = tls.ssl().session_reused();
-                tls.shutdown().await.unwrap();
-                reused
-            };
+            let dial = dial_once(&connector, addr, true, true);
             let ((), client) = tokio::join!(serve, dial);
             reused.push(client);
         }
@@ -699,19 +709,7 @@ pub(crate) mod tests {
                     echoed.unwrap();
                 }
             };
-            let dial = async {
-                let tcp = TcpStream::connect(addr).await.unwrap();
-                let mut tls = connector.connect(tcp).await.unwrap();
-                tls.write_all(b"x").await.unwrap();
-                tls.flush().await.unwrap();
-                if reads_its_ticket {
-                    let mut byte = [0; 1];
-                    tls.read_exact(&mut byte).await.unwrap();
-                }
-                let reused = tls.ssl().session_reused();
-                let _ = tls.shutdown().await;
-                reused
-            };
+            let dial = dial_once(&connector, addr, reads_its_ticket, true);
             let ((), client) = tokio::join!(serve, dial);
             reused.push(client);
         }
@@ -742,15 +740,7 @@ pub(crate) mod tests {
                 let mut rest = Vec::new();
                 let _ = tls.read_to_end(&mut rest).await;
             };
-            let dial = async {
-                let tcp = TcpStream::connect(addr).await.unwrap();
-                let mut tls = connector.connect(tcp).await.unwrap();
-                tls.write_all(b"x").await.unwrap();
-                tls.flush().await.unwrap();
-                let mut byte = [0; 1];
-                tls.read_exact(&mut byte).await.unwrap();
-                tls.ssl().session_reused()
-            };
+            let dial = dial_once(&connector, addr, true, false);
             let ((), client) = tokio::join!(serve, dial);
             reused.push(client);
         }
