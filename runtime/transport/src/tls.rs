@@ -441,6 +441,15 @@ pub(crate) mod tests {
         }
     }
 
+    /// Our acceptor for the test certificate and a connector trusting its
+    /// CA, ALPN left out.
+    pub(crate) fn ends(pki: &Pki) -> (TlsAcceptor, TlsConnector) {
+        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
+        let connector =
+            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        (acceptor, connector)
+    }
+
     pub(crate) fn client_spec(server_name: &str, verify: Verify, alpn: &[&str]) -> TlsSpec {
         TlsSpec {
             server_name: server_name.into(),
@@ -492,9 +501,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn records_read_ahead_arrive_whole_and_aes_128_gcm_is_chosen() {
         let pki = pki();
-        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
-        let connector =
-            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let (acceptor, connector) = ends(&pki);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         // Writes of many sizes, so records of many sizes follow each other
@@ -532,6 +539,19 @@ pub(crate) mod tests {
         let (got, cipher) = tokio::join!(serve, dial);
         assert!(got == bytes, "the bytes arrived changed");
         assert_eq!(cipher, Some("TLS_AES_128_GCM_SHA256"));
+    }
+
+    /// The server side of one resumption-test connection: echoes the
+    /// client's byte, then reads until the client has closed.
+    async fn echo_byte<S: AsyncRead + AsyncWrite + Unpin>(
+        tls: &mut TlsStream<S>,
+    ) -> io::Result<()> {
+        let mut byte = [0; 1];
+        tls.read_exact(&mut byte).await?;
+        tls.write_all(&byte).await?;
+        tls.flush().await?;
+        let mut rest = Vec::new();
+        tls.read_to_end(&mut rest).await.map(drop)
     }
 
     /// One client connection of the resumption tests: it sends a byte,
@@ -576,14 +596,8 @@ pub(crate) mod tests {
             let serve = async {
                 let (tcp, _) = listener.accept().await.unwrap();
                 let mut tls = acceptor.accept(tcp).await.unwrap();
-                let mut byte = [0; 1];
-                tls.read_exact(&mut byte).await.unwrap();
-                tls.write_all(&byte).await.unwrap();
-                tls.flush().await.unwrap();
                 let reused = tls.ssl().session_reused();
-                // Open until the client has read the byte and closed.
-                let mut rest = Vec::new();
-                tls.read_to_end(&mut rest).await.unwrap();
+                echo_byte(&mut tls).await.unwrap();
                 reused
             };
             let dial = dial_once(connector, addr, true, true);
@@ -596,9 +610,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_second_connect_resumes_the_session_of_the_first() {
         let pki = pki();
-        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
-        let connector =
-            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let (acceptor, connector) = ends(&pki);
         let reused = reuses(&acceptor, &[&connector, &connector, &connector]).await;
         assert_eq!(reused, [(false, false), (true, true), (true, true)]);
     }
@@ -665,12 +677,7 @@ pub(crate) mod tests {
                 let mut tls = TlsStream::new(ssl, tcp).unwrap();
                 tls.accept().await.unwrap();
                 tls.flush().await.unwrap();
-                let mut byte = [0; 1];
-                tls.read_exact(&mut byte).await.unwrap();
-                tls.write_all(&byte).await.unwrap();
-                tls.flush().await.unwrap();
-                let mut rest = Vec::new();
-                tls.read_to_end(&mut rest).await.unwrap();
+                echo_byte(&mut tls).await.unwrap();
             };
             let dial = dial_once(&connector, addr, true, true);
             let ((), client) = tokio::join!(serve, dial);
@@ -684,9 +691,7 @@ pub(crate) mod tests {
         // The second connection resumes and closes before it reads its
         // own ticket: the third has nothing left to offer.
         let pki = pki();
-        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
-        let connector =
-            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let (acceptor, connector) = ends(&pki);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut reused = Vec::new();
@@ -696,15 +701,7 @@ pub(crate) mod tests {
                 let mut tls = acceptor.accept(tcp).await.unwrap();
                 // A client that never reads our ticket resets the
                 // connection when it closes, anywhere from here on.
-                let echo = async {
-                    let mut byte = [0; 1];
-                    tls.read_exact(&mut byte).await?;
-                    tls.write_all(&byte).await?;
-                    tls.flush().await?;
-                    let mut rest = Vec::new();
-                    tls.read_to_end(&mut rest).await
-                };
-                let echoed = echo.await;
+                let echoed = echo_byte(&mut tls).await;
                 if reads_its_ticket {
                     echoed.unwrap();
                 }
@@ -722,9 +719,7 @@ pub(crate) mod tests {
         // its close_notify as bad; what the connector keeps is a copy of
         // its own, still resumable.
         let pki = pki();
-        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
-        let connector =
-            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let (acceptor, connector) = ends(&pki);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let mut reused = Vec::new();
@@ -732,13 +727,9 @@ pub(crate) mod tests {
             let serve = async {
                 let (tcp, _) = listener.accept().await.unwrap();
                 let mut tls = acceptor.accept(tcp).await.unwrap();
-                let mut byte = [0; 1];
-                tls.read_exact(&mut byte).await.unwrap();
-                tls.write_all(&byte).await.unwrap();
-                tls.flush().await.unwrap();
-                // The client goes without a close_notify.
-                let mut rest = Vec::new();
-                let _ = tls.read_to_end(&mut rest).await;
+                // The client goes without a close_notify: its end may be
+                // a reset.
+                let _ = echo_byte(&mut tls).await;
             };
             let dial = dial_once(&connector, addr, true, false);
             let ((), client) = tokio::join!(serve, dial);

@@ -11,6 +11,7 @@
 //! `SSL_free_buffers` releases both buffers when neither holds a byte.
 
 use std::os::raw::c_int;
+use std::sync::LazyLock;
 
 use foreign_types::ForeignTypeRef;
 use openssl::ssl::SslRef;
@@ -27,7 +28,10 @@ extern "C" {
 /// buffer in use is simply kept). Under a libssl older than the fix of
 /// CVE-2024-4741 it does nothing.
 pub(super) fn release_buffers(ssl: &SslRef) {
-    if frees_only_unused_buffers(openssl::version::number()) {
+    // The linked libssl does not change while the process runs: asked once.
+    static SAFE: LazyLock<bool> =
+        LazyLock::new(|| frees_only_unused_buffers(openssl::version::number()));
+    if *SAFE {
         free_buffers(ssl);
     }
 }
@@ -85,8 +89,7 @@ mod tests {
 
 #[cfg(test)]
 mod stream_tests {
-    use crate::tls::tests::{client_spec, custom_ca, pki, NAME};
-    use crate::tls::{TlsAcceptor, TlsConnector};
+    use crate::tls::tests::{ends, pki};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
@@ -116,9 +119,7 @@ mod stream_tests {
         // reads keep ending in a partial record, each time going idle and
         // letting go of what buffers it can, and every byte still arrives.
         let pki = pki();
-        let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
-        let connector =
-            TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+        let (acceptor, connector) = ends(&pki);
         let server = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server_addr = server.local_addr().unwrap();
         let relay = TcpListener::bind("127.0.0.1:0").await.unwrap();

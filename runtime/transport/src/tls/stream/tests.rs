@@ -5,8 +5,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
-use crate::tls::tests::{client_spec, custom_ca, pki, NAME};
-use crate::tls::{TlsAcceptor, TlsConnector};
+use crate::tls::tests::{ends, pki};
 
 /// A sealed record of a full 16 KiB write: its header, the plaintext, the
 /// content type and the AEAD tag of TLS 1.3.
@@ -15,9 +14,7 @@ const FULL_RECORD: usize = 5 + 16 * 1024 + 1 + 16;
 /// A client and a server session over loopback, handshakes done.
 async fn pair() -> (TlsStream<TcpStream>, TlsStream<TcpStream>) {
     let pki = pki();
-    let acceptor = TlsAcceptor::build(&pki.server, &[]).unwrap();
-    let connector =
-        TlsConnector::build(&client_spec(NAME, custom_ca(&pki.ca_pem), &[]), &[]).unwrap();
+    let (acceptor, connector) = ends(&pki);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let serve = async {
