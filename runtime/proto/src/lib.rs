@@ -15,6 +15,7 @@ pub mod shadowsocks;
 pub mod sniff;
 pub mod socks;
 pub mod ss2022;
+pub mod tls13;
 pub mod trojan;
 pub mod vless;
 pub mod vmess;
