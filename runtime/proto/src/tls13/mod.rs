@@ -19,6 +19,9 @@ mod post_handshake;
 mod record;
 mod suite;
 
+#[cfg(test)]
+mod interop;
+
 pub use alert::{alert, CLOSE_NOTIFY};
 pub use error::Error;
 pub use keys::Keys;
