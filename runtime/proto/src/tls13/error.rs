@@ -70,12 +70,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let text = match *self {
             Self::BadRecordMac => "tls record failed authentication (bad_record_mac)",
-            Self::UnexpectedMessage => "tls record or message unexpected here (unexpected_message)",
+            Self::UnexpectedMessage => {
+                "tls record or message not allowed after the handshake (unexpected_message)"
+            }
             Self::RecordOverflow => "tls record longer than the protocol allows (record_overflow)",
             Self::DecodeError => "tls record or message malformed (decode_error)",
-            Self::IllegalParameter => {
-                "tls key update neither requested nor not (illegal_parameter)"
-            }
+            Self::IllegalParameter => "tls key update request neither 0 nor 1 (illegal_parameter)",
             Self::SequenceExhausted => "tls record sequence number exhausted",
             Self::BadSecret => "tls traffic secret of the wrong length for its cipher suite",
             Self::BufferTooSmall => "tls buffer too short for the sealed record",

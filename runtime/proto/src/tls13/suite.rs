@@ -61,3 +61,25 @@ impl Suite {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::hkdf::KeyType;
+
+    #[test]
+    fn only_the_gcm_and_chacha20_suites_are_known() {
+        for (id, suite) in [
+            (0x1301, Suite::Aes128GcmSha256),
+            (0x1302, Suite::Aes256GcmSha384),
+            (0x1303, Suite::Chacha20Poly1305Sha256),
+        ] {
+            assert_eq!(Suite::from_id(id), Some(suite));
+            assert_eq!(suite.hkdf().len(), suite.hash_len());
+        }
+        // The CCM suites, a TLS 1.2 suite, nothing.
+        for id in [0x1304, 0x1305, 0xc02f, 0] {
+            assert_eq!(Suite::from_id(id), None);
+        }
+    }
+}
