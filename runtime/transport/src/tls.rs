@@ -14,14 +14,17 @@ use openssl::error::ErrorStack;
 use openssl::pkey::PKey;
 use openssl::ssl::{
     self, AlpnError, ErrorCode, Ssl, SslAcceptor, SslConnector, SslContextBuilder, SslMethod,
-    SslMode, SslSessionCacheMode, SslVerifyMode, SslVersion,
+    SslMode, SslRef, SslSessionCacheMode, SslVerifyMode, SslVersion,
 };
 use openssl::x509::{X509VerifyResult, X509};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 mod idle;
+mod records;
 mod resume;
 mod stream;
+mod track;
+mod window;
 
 use resume::Sessions;
 pub use stream::{TlsStream, WIRE_BUF};
@@ -44,6 +47,8 @@ const CLIENT_SUITES: &str =
 /// idle (`SslMode::RELEASE_BUFFERS`, set by the openssl crate).
 fn tune(builder: &mut SslContextBuilder) {
     builder.set_read_ahead(true);
+    // What a TLS 1.3 session's records are handed over with (tls/track.rs).
+    track::log_secrets(builder);
 }
 
 /// The client side: an `SslConnector` configured from a [`TlsSpec`], and the
@@ -140,7 +145,7 @@ impl TlsConnector {
             },
             Err(error) => {
                 let rejected = if self.verify {
-                    Some(tls.ssl().verify_result()).filter(|r| *r != X509VerifyResult::OK)
+                    tls.ssl().map(SslRef::verify_result).filter(|r| *r != X509VerifyResult::OK)
                 } else {
                     // Insecure still records the chain's verdict; it is not
                     // why the handshake failed.
@@ -480,22 +485,31 @@ pub(crate) mod tests {
         let serve = async {
             let (tcp, _) = listener.accept().await?;
             let mut tls = acceptor.accept(tcp).await?;
+            // Asked before the session is handed over, which its first
+            // idle read does.
+            let alpn = alpn(&tls);
             let mut byte = [0; 1];
             tls.read_exact(&mut byte).await?;
             tls.write_all(&byte).await?;
             tls.shutdown().await?;
-            Ok(tls.ssl().selected_alpn_protocol().map(<[u8]>::to_vec))
+            Ok(alpn)
         };
         let dial = async {
             let tcp = TcpStream::connect(addr).await?;
             let mut tls = connector.connect(tcp).await?;
+            let alpn = alpn(&tls);
             tls.write_all(b"x").await?;
             let mut byte = [0; 1];
             tls.read_exact(&mut byte).await?;
             assert_eq!(&byte, b"x");
-            Ok(tls.ssl().selected_alpn_protocol().map(<[u8]>::to_vec))
+            Ok(alpn)
         };
         tokio::join!(serve, dial)
+    }
+
+    fn alpn(tls: &TlsStream<TcpStream>) -> Option<Vec<u8>> {
+        let ssl = tls.ssl().expect("a session is OpenSSL's until its first idle read");
+        ssl.selected_alpn_protocol().map(<[u8]>::to_vec)
     }
 
     #[tokio::test]
@@ -518,7 +532,7 @@ pub(crate) mod tests {
         let dial = async {
             let tcp = TcpStream::connect(addr).await.unwrap();
             let mut tls = connector.connect(tcp).await.unwrap();
-            let cipher = tls.ssl().current_cipher().map(|c| c.name());
+            let cipher = tls.ssl().unwrap().current_cipher().map(|c| c.name());
             let mut at = 0;
             for size in [1, 5, 100, 16 * 1024, 16 * 1024 + 1, 70_000].iter().cycle() {
                 let end = (at + size).min(bytes.len());
@@ -566,13 +580,15 @@ pub(crate) mod tests {
     ) -> bool {
         let tcp = TcpStream::connect(addr).await.unwrap();
         let mut tls = connector.connect(tcp).await.unwrap();
+        // Asked before the session is handed over, which an idle read
+        // after its ticket does.
+        let reused = tls.ssl().unwrap().session_reused();
         tls.write_all(b"x").await.unwrap();
         tls.flush().await.unwrap();
         if reads_its_ticket {
             let mut byte = [0; 1];
             tls.read_exact(&mut byte).await.unwrap();
         }
-        let reused = tls.ssl().session_reused();
         if notifies {
             let closed = tls.shutdown().await;
             // A client that never read the server's ticket may find the
@@ -596,7 +612,7 @@ pub(crate) mod tests {
             let serve = async {
                 let (tcp, _) = listener.accept().await.unwrap();
                 let mut tls = acceptor.accept(tcp).await.unwrap();
-                let reused = tls.ssl().session_reused();
+                let reused = tls.ssl().unwrap().session_reused();
                 echo_byte(&mut tls).await.unwrap();
                 reused
             };

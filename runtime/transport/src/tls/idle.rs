@@ -25,28 +25,26 @@ extern "C" {
 
 /// Gives back the record buffers of a session that has nothing to read
 /// now, if neither holds a byte; it allocates nothing and fails never (a
-/// buffer in use is simply kept). Under a libssl older than the fix of
-/// CVE-2024-4741 it does nothing.
-pub(super) fn release_buffers(ssl: &SslRef) {
+/// buffer in use is simply kept). True if OpenSSL holds no record, read or
+/// to send, of the session (what a hand-over of its records needs). Under
+/// a libssl older than the fix of CVE-2024-4741 it does nothing, and says
+/// false.
+pub(super) fn release_buffers(ssl: &SslRef) -> bool {
     // The linked libssl does not change while the process runs: asked once.
     static SAFE: LazyLock<bool> =
         LazyLock::new(|| frees_only_unused_buffers(openssl::version::number()));
-    if *SAFE {
-        free_buffers(ssl);
-    }
+    *SAFE && free_buffers(ssl)
 }
 
 #[allow(unsafe_code)]
-fn free_buffers(ssl: &SslRef) {
+fn free_buffers(ssl: &SslRef) -> bool {
     // SAFETY: `ssl.as_ptr()` is a live SSL for the whole call (`ssl` borrows
     // it). SSL_free_buffers refuses when a buffer holds a partial or
     // unprocessed record or an unsent one (all three checked since the fix
     // of CVE-2024-4741, which `release_buffers` requires), and nothing of
     // ours points into OpenSSL's buffers: the BIO under the session is our
     // own `Wire`, with buffers of its own.
-    unsafe {
-        SSL_free_buffers(ssl.as_ptr());
-    }
+    unsafe { SSL_free_buffers(ssl.as_ptr()) == 1 }
 }
 
 /// Whether libssl `version` (`OPENSSL_VERSION_NUMBER`, 0xMNN00PP0 for

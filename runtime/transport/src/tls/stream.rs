@@ -16,73 +16,188 @@
 //! and given back the moment they run dry: an idle session holds neither,
 //! and a warm one allocates nothing per read or write.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use openssl::error::ErrorStack;
 use openssl::ssl::{self, Ssl, SslRef};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
 use tokio_openssl::SslStream;
 
-use crate::buffers;
+use super::records::Records;
+use super::track::Track;
+use super::window::Window;
 
 /// The most ciphertext one read takes from the socket, and the most sealed
 /// records gathered before they are sent: four full records, the most a
 /// socket send takes at once on loopback in practice.
 pub const WIRE_BUF: usize = 64 * 1024;
 
+/// How long a client waits, after its handshake, for the session tickets
+/// a server sends right after it before it hands the session over (the
+/// tickets are OpenSSL's to read, for the connector to resume with): twice
+/// the handshake's own time, within these bounds.
+const TICKET_WAIT_MIN: Duration = Duration::from_millis(10);
+const TICKET_WAIT_MAX: Duration = Duration::from_secs(2);
+
 /// A TLS session over `S` (a TCP connection, or a proxied stream under a
 /// DNS-over-TLS upstream).
 pub struct TlsStream<S: AsyncRead + AsyncWrite + Unpin> {
+    session: Session<S>,
+}
+
+enum Session<S: AsyncRead + AsyncWrite + Unpin> {
+    /// OpenSSL's, handshake included.
+    OpenSsl(OpenSsl<S>),
+    /// A TLS 1.3 session past its handshake, its records ours
+    /// (records.rs); boxed, so that a session OpenSSL keeps does not carry
+    /// the room of two directions' keys.
+    Own(Box<Records<S>>),
+}
+
+struct OpenSsl<S: AsyncRead + AsyncWrite + Unpin> {
     tls: SslStream<Wire<S>>,
     /// SSL_shutdown has put the close_notify in the wire: a shutdown that
     /// waits for the socket goes on sending it and never calls SSL_shutdown
     /// again (a second call would wait for the peer's close_notify, reading
     /// and dropping whatever the peer still sends).
     close_notified: bool,
+    /// How long the handshake took, once it is done (a client's wait for
+    /// its tickets is measured by it).
+    handshake: Option<Duration>,
+    /// A client's wait for its session tickets, once it went idle with
+    /// none read.
+    ticket_wait: Option<Pin<Box<Sleep>>>,
+    /// The session stays OpenSSL's for good (not TLS 1.3, another suite,
+    /// a KeyUpdate before it could be handed over).
+    kept: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream<S> {
-    pub(super) fn new(ssl: Ssl, io: S) -> Result<Self, ErrorStack> {
+    pub(super) fn new(mut ssl: Ssl, io: S) -> Result<Self, ErrorStack> {
+        Track::attach(&mut ssl);
         let wire = Wire {
-            io,
+            io: Some(io),
             read: Window::default(),
             write: Window::default(),
             refill: true,
         };
         Ok(TlsStream {
-            tls: SslStream::new(ssl, wire)?,
-            close_notified: false,
+            session: Session::OpenSsl(OpenSsl {
+                tls: SslStream::new(ssl, wire)?,
+                close_notified: false,
+                handshake: None,
+                ticket_wait: None,
+                kept: false,
+            }),
         })
     }
 
     /// The client handshake; its last flight may still be in the wire,
     /// until the stream is flushed.
     pub(super) async fn connect(&mut self) -> Result<(), ssl::Error> {
-        std::future::poll_fn(|cx| Pin::new(&mut self.tls).poll_connect(cx)).await
+        let Session::OpenSsl(openssl) = &mut self.session else {
+            // Handed over only after a handshake: none is left to do.
+            return Ok(());
+        };
+        let started = Instant::now();
+        std::future::poll_fn(|cx| Pin::new(&mut openssl.tls).poll_connect(cx)).await?;
+        openssl.handshake = Some(started.elapsed());
+        Ok(())
     }
 
     /// The server handshake, likewise.
     pub(super) async fn accept(&mut self) -> Result<(), ssl::Error> {
-        std::future::poll_fn(|cx| Pin::new(&mut self.tls).poll_accept(cx)).await
+        let Session::OpenSsl(openssl) = &mut self.session else {
+            // Handed over only after a handshake: none is left to do.
+            return Ok(());
+        };
+        let started = Instant::now();
+        std::future::poll_fn(|cx| Pin::new(&mut openssl.tls).poll_accept(cx)).await?;
+        openssl.handshake = Some(started.elapsed());
+        Ok(())
     }
 
-    pub fn ssl(&self) -> &SslRef {
-        self.tls.ssl()
+    /// OpenSSL's session, until the records are handed over (at the
+    /// session's first idle moment after its handshake).
+    pub fn ssl(&self) -> Option<&SslRef> {
+        match &self.session {
+            Session::OpenSsl(openssl) => Some(openssl.tls.ssl()),
+            Session::Own(_) => None,
+        }
+    }
+
+    /// Whether the session's records are ours now.
+    #[cfg(test)]
+    pub(super) fn is_handed_over(&self) -> bool {
+        matches!(self.session, Session::Own(_))
     }
 
     /// The stream under the session.
     pub fn get_ref(&self) -> &S {
-        &self.tls.get_ref().io
+        match &self.session {
+            Session::OpenSsl(openssl) => openssl.tls.get_ref().io(),
+            Session::Own(records) => records.get_ref(),
+        }
     }
 
     /// Bytes read from the socket and not yet taken by OpenSSL, and sealed
     /// records not yet sent, for tests that watch the buffers come and go.
     #[cfg(test)]
     fn buffered(&self) -> (Option<usize>, Option<usize>) {
-        let wire = self.tls.get_ref();
-        (wire.read.held(), wire.write.held())
+        match &self.session {
+            Session::OpenSsl(openssl) => {
+                let wire = openssl.tls.get_ref();
+                (wire.read.held(), wire.write.held())
+            }
+            Session::Own(records) => records.buffered(),
+        }
+    }
+
+    /// At an idle moment of an OpenSSL session (a read found nothing):
+    /// gives back its record buffers, and hands a TLS 1.3 session's records
+    /// over once OpenSSL holds none of them. A client first waits for its
+    /// session tickets: for one record read after the handshake, or for
+    /// twice the handshake's time. True if the session was handed over.
+    fn idle(&mut self, cx: &mut Context<'_>) -> bool {
+        let Session::OpenSsl(openssl) = &mut self.session else {
+            return false;
+        };
+        let ssl = openssl.tls.ssl();
+        if !super::idle::release_buffers(ssl) || openssl.kept || openssl.close_notified {
+            return false;
+        }
+        let Some(took) = openssl.handshake else {
+            return false;
+        };
+        if !ssl.is_server() && !Track::has_read(ssl) {
+            let wait = openssl.ticket_wait.get_or_insert_with(|| {
+                let wait = (took * 2).clamp(TICKET_WAIT_MIN, TICKET_WAIT_MAX);
+                Box::pin(tokio::time::sleep(wait))
+            });
+            if wait.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+        }
+        let Some(keys) = Track::handover(ssl) else {
+            openssl.kept = true;
+            openssl.ticket_wait = None;
+            return false;
+        };
+        let wire = openssl.tls.get_mut();
+        let (Some(io), read, write) = (
+            wire.io.take(),
+            std::mem::take(&mut wire.read),
+            std::mem::take(&mut wire.write),
+        ) else {
+            return false;
+        };
+        self.session = Session::Own(Box::new(Records::new(io, read, write, keys)));
+        true
     }
 }
 
@@ -92,12 +207,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        // The wire sends what was written before it waits for the socket.
         let this = self.get_mut();
-        let first = Pin::new(&mut this.tls).poll_read(cx, buf);
+        let openssl = match &mut this.session {
+            Session::Own(records) => return Pin::new(&mut **records).poll_read(cx, buf),
+            Session::OpenSsl(openssl) => openssl,
+        };
+        // The wire sends what was written before it waits for the socket.
+        let first = Pin::new(&mut openssl.tls).poll_read(cx, buf);
         if first.is_pending() {
-            // Idle: the record buffers a session ticket set up go back.
-            super::idle::release_buffers(this.tls.ssl());
+            if this.idle(cx) {
+                // Ours now, and the socket not yet asked since.
+                return Pin::new(this).poll_read(cx, buf);
+            }
+            return Poll::Pending;
         }
         ready!(first)?;
         // SSL_read opens one record a call. Records already read from the
@@ -107,15 +229,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
         // socket is not read again here: a record still partly on its way
         // waits for the next read, and so does an error or the end of the
         // stream, after the bytes before it.
-        this.tls.get_mut().refill = false;
-        while buf.remaining() > 0 && !this.tls.get_ref().read.is_empty() {
+        openssl.tls.get_mut().refill = false;
+        while buf.remaining() > 0 && !openssl.tls.get_ref().read.is_empty() {
             let before = buf.filled().len();
-            match Pin::new(&mut this.tls).poll_read(cx, buf) {
+            match Pin::new(&mut openssl.tls).poll_read(cx, buf) {
                 Poll::Ready(Ok(())) if buf.filled().len() > before => {}
                 _ => break,
             }
         }
-        this.tls.get_mut().refill = true;
+        openssl.tls.get_mut().refill = true;
         Poll::Ready(Ok(()))
     }
 }
@@ -126,32 +248,42 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tls).poll_write(cx, buf)
+        match &mut self.get_mut().session {
+            Session::OpenSsl(openssl) => Pin::new(&mut openssl.tls).poll_write(cx, buf),
+            Session::Own(records) => Pin::new(&mut **records).poll_write(cx, buf),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().tls.get_mut().poll_send(cx)
+        match &mut self.get_mut().session {
+            Session::OpenSsl(openssl) => openssl.tls.get_mut().poll_send(cx),
+            Session::Own(records) => Pin::new(&mut **records).poll_flush(cx),
+        }
     }
 
     /// The close_notify, everything still in the wire, then the shutdown of
     /// the stream underneath.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.close_notified {
+        let openssl = match &mut self.get_mut().session {
+            Session::Own(records) => return Pin::new(&mut **records).poll_shutdown(cx),
+            Session::OpenSsl(openssl) => openssl,
+        };
+        if !openssl.close_notified {
             // SSL_shutdown, then the wire's own poll_shutdown, which only
             // agrees: the sending is done below.
-            ready!(Pin::new(&mut this.tls).poll_shutdown(cx))?;
-            this.close_notified = true;
+            ready!(Pin::new(&mut openssl.tls).poll_shutdown(cx))?;
+            openssl.close_notified = true;
         }
-        let wire = this.tls.get_mut();
+        let wire = openssl.tls.get_mut();
         ready!(wire.poll_send(cx))?;
-        Pin::new(&mut wire.io).poll_shutdown(cx)
+        Pin::new(wire.io_mut()?).poll_shutdown(cx)
     }
 }
 
 /// The BIO under OpenSSL: the stream, and the bytes on their way through.
 struct Wire<S: AsyncRead + AsyncWrite + Unpin> {
-    io: S,
+    /// None once the session is handed over, and the wire about to go.
+    io: Option<S>,
     /// Ciphertext read from `io` that OpenSSL has not taken yet.
     read: Window,
     /// Sealed records OpenSSL wrote that `io` has not taken yet.
@@ -162,16 +294,28 @@ struct Wire<S: AsyncRead + AsyncWrite + Unpin> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
+    fn io(&self) -> &S {
+        match &self.io {
+            Some(io) => io,
+            None => unreachable!("the wire is dropped as soon as its stream is taken"),
+        }
+    }
+
+    fn io_mut(&mut self) -> io::Result<&mut S> {
+        self.io.as_mut().ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+
     /// Sends everything in the write window, then flushes `io`.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let io = self.io.as_mut().ok_or(io::ErrorKind::NotConnected)?;
         while !self.write.is_empty() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, self.write.bytes()))?;
+            let n = ready!(Pin::new(&mut *io).poll_write(cx, self.write.bytes()))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             self.write.consume(n);
         }
-        Pin::new(&mut self.io).poll_flush(cx)
+        Pin::new(io).poll_flush(cx)
     }
 }
 
@@ -189,8 +333,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Wire<S> {
                 // OpenSSL keeps the part of a record it has, for later.
                 return Poll::Pending;
             }
+            let io = this.io.as_mut().ok_or(io::ErrorKind::NotConnected)?;
             let mut filled = ReadBuf::new(this.read.spare());
-            match Pin::new(&mut this.io).poll_read(cx, &mut filled) {
+            match Pin::new(io).poll_read(cx, &mut filled) {
                 Poll::Ready(Ok(())) => {
                     let n = filled.filled().len();
                     this.read.end += n;
@@ -275,77 +420,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Drop for Wire<S> {
         if !self.write.is_empty() {
             let _ = self.poll_send(&mut Context::from_waker(Waker::noop()));
         }
-    }
-}
-
-/// Bytes `start..end` of a spare buffer, held only while it holds bytes.
-#[derive(Default)]
-struct Window {
-    buf: Option<Box<[u8]>>,
-    start: usize,
-    end: usize,
-}
-
-impl Window {
-    fn is_empty(&self) -> bool {
-        self.start == self.end
-    }
-
-    fn is_full(&self) -> bool {
-        self.end == WIRE_BUF
-    }
-
-    fn len(&self) -> usize {
-        self.end - self.start
-    }
-
-    fn bytes(&self) -> &[u8] {
-        self.buf
-            .as_deref()
-            .map_or(&[], |buf| &buf[self.start..self.end])
-    }
-
-    /// The room after the bytes held, taking a buffer when there is none.
-    fn spare(&mut self) -> &mut [u8] {
-        let end = self.end;
-        let buf = self.buf.get_or_insert_with(|| buffers::take(WIRE_BUF));
-        &mut buf[end..]
-    }
-
-    /// `n` bytes of the front are gone; an emptied window lets go of its
-    /// buffer.
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.release();
-        }
-    }
-
-    /// Moves the bytes held to the front of the buffer.
-    fn compact(&mut self) {
-        if let Some(buf) = &mut self.buf {
-            buf.copy_within(self.start..self.end, 0);
-        }
-        self.end -= self.start;
-        self.start = 0;
-    }
-
-    fn release(&mut self) {
-        if let Some(buf) = self.buf.take() {
-            buffers::give(buf);
-        }
-        (self.start, self.end) = (0, 0);
-    }
-
-    #[cfg(test)]
-    fn held(&self) -> Option<usize> {
-        self.buf.as_ref().map(|_| self.len())
-    }
-}
-
-impl Drop for Window {
-    fn drop(&mut self) {
-        self.release();
     }
 }
 
