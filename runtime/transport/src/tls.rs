@@ -145,7 +145,9 @@ impl TlsConnector {
             },
             Err(error) => {
                 let rejected = if self.verify {
-                    tls.ssl().map(SslRef::verify_result).filter(|r| *r != X509VerifyResult::OK)
+                    tls.ssl()
+                        .map(SslRef::verify_result)
+                        .filter(|r| *r != X509VerifyResult::OK)
                 } else {
                     // Insecure still records the chain's verdict; it is not
                     // why the handshake failed.
@@ -508,7 +510,9 @@ pub(crate) mod tests {
     }
 
     fn alpn(tls: &TlsStream<TcpStream>) -> Option<Vec<u8>> {
-        let ssl = tls.ssl().expect("a session is OpenSSL's until its first idle read");
+        let ssl = tls
+            .ssl()
+            .expect("a session is OpenSSL's until its first idle read");
         ssl.selected_alpn_protocol().map(<[u8]>::to_vec)
     }
 
@@ -579,6 +583,16 @@ pub(crate) mod tests {
         notifies: bool,
     ) -> bool {
         let tcp = TcpStream::connect(addr).await.unwrap();
+        dial_on(connector, tcp, reads_its_ticket, notifies).await
+    }
+
+    /// [`dial_once`] over a TCP connection already open.
+    async fn dial_on(
+        connector: &TlsConnector,
+        tcp: TcpStream,
+        reads_its_ticket: bool,
+        notifies: bool,
+    ) -> bool {
         let mut tls = connector.connect(tcp).await.unwrap();
         // Asked before the session is handed over, which an idle read
         // after its ticket does.
@@ -629,6 +643,70 @@ pub(crate) mod tests {
         let (acceptor, connector) = ends(&pki);
         let reused = reuses(&acceptor, &[&connector, &connector, &connector]).await;
         assert_eq!(reused, [(false, false), (true, true), (true, true)]);
+    }
+
+    /// Drives `futures` together and returns their outputs in order; each
+    /// wakeup polls every one still running, so the first poll of each
+    /// comes before any of them goes further.
+    async fn together<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+        let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+        let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            for (future, output) in futures.iter_mut().zip(&mut outputs) {
+                if output.is_none() {
+                    if let std::task::Poll::Ready(done) = future.as_mut().poll(cx) {
+                        *output = Some(done);
+                    }
+                }
+            }
+            if outputs.iter().all(Option::is_some) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        outputs.into_iter().flatten().collect()
+    }
+
+    /// `wide` connections of `connector` to `acceptor` at once, every
+    /// handshake started (and its session offered) before any ends, each
+    /// exchanging a byte each way; how many of them the client resumed.
+    async fn wave(acceptor: &TlsAcceptor, connector: &TlsConnector, wide: usize) -> usize {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut pairs = Vec::new();
+        for _ in 0..wide {
+            let client = TcpStream::connect(addr).await.unwrap();
+            let (server, _) = listener.accept().await.unwrap();
+            pairs.push((client, server));
+        }
+        let connections = pairs.into_iter().map(|(client, server)| async move {
+            let serve = async {
+                let mut tls = acceptor.accept(server).await.unwrap();
+                echo_byte(&mut tls).await.unwrap();
+            };
+            let ((), reused) = tokio::join!(serve, dial_on(connector, client, true, true));
+            reused
+        });
+        let reused = together(connections.collect()).await;
+        reused.into_iter().filter(|reused| *reused).count()
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_50_connects_resumes_whole_after_a_first_wave() {
+        // Every connection of the first wave does a full handshake and
+        // gives a ticket back: a second wave as wide (the bench's 50 at
+        // once) resumes every connection. The connector keeps the newest
+        // `KEPT` and no more: a wider wave resumes what the last one left,
+        // and the one after it `KEPT`.
+        let pki = pki();
+        let (acceptor, connector) = ends(&pki);
+        assert_eq!(wave(&acceptor, &connector, 50).await, 0);
+        assert_eq!(wave(&acceptor, &connector, 50).await, 50);
+        let wider = resume::KEPT + 4;
+        assert_eq!(wave(&acceptor, &connector, wider).await, 50);
+        assert_eq!(wave(&acceptor, &connector, wider).await, resume::KEPT);
     }
 
     #[tokio::test]
