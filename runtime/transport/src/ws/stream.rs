@@ -24,7 +24,6 @@ use std::task::{ready, Context, Poll};
 
 use etemenanki_proto::ws::{
     apply_mask, encode_control, encode_header, header_len, Close, Decoder, Masks, Opcode, Role,
-    MAX_HEADER,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
