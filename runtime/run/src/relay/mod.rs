@@ -21,7 +21,7 @@ use std::time::Duration;
 use etemenanki_proto::codec::StreamCodec;
 use etemenanki_transport::grpc::GrpcStream;
 use etemenanki_transport::tls::WIRE_BUF;
-use etemenanki_transport::ws::WsStream;
+use etemenanki_transport::ws::{WsStream, FRAME_BUF};
 use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -106,11 +106,14 @@ impl Relayed for Stream {
     /// A TLS session's records (16 KiB of plaintext each) go out and come
     /// in up to [`WIRE_BUF`] at a time: a relay read of as much seals or
     /// opens several, so the plain socket at the other end is read or
-    /// written once for them all, not once a record.
+    /// written once for them all, not once a record. A WebSocket's frames
+    /// are up to [`FRAME_BUF`] long: a relay read of as much takes one
+    /// whole, so the other end is written once a frame.
     fn buffer_len(&mut self) -> usize {
         match self {
             Stream::Tls(_) => WIRE_BUF,
-            Stream::Tcp(_) | Stream::Ws(_) | Stream::Grpc(_) => RELAY_BUF,
+            Stream::Ws(_) => FRAME_BUF,
+            Stream::Tcp(_) | Stream::Grpc(_) => RELAY_BUF,
         }
     }
 }

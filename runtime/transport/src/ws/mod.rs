@@ -15,7 +15,7 @@ use etemenanki_proto::ws::{EarlyData, Upgrade};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use server::WsServer;
-pub use stream::WsStream;
+pub use stream::{WsStream, FRAME_BUF};
 
 use crate::Stream;
 

@@ -42,9 +42,9 @@ use crate::Stream;
 const MAX_REQUEST_HEAD: usize = 16 * 1024;
 
 /// The largest frame a client may send: clients write one frame per write
-/// of their relay, a few KiB. Frames are read as they come, never held
-/// whole, so this bounds no memory; it is the bound this server had when
-/// tungstenite, which holds a frame whole, read its frames.
+/// of their relay, ours up to 64 KiB. Frames are read as they come, never
+/// held whole, so this bounds no memory; it is the bound this server had
+/// when tungstenite, which holds a frame whole, read its frames.
 const MAX_FRAME_FROM_CLIENT: u64 = 1024 * 1024;
 
 /// What Go's server sends for Xray's `WriteHeader(http.StatusNotFound)`,

@@ -24,21 +24,23 @@ use std::task::{ready, Context, Poll};
 
 use etemenanki_proto::ws::{
     apply_mask, encode_control, encode_header, header_len, Close, Decoder, Masks, Opcode, Role,
-    MAX_HEADER,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::{buffers, Stream};
 
-/// The most payload one frame carries: a write longer than this is taken
-/// in pieces. The relay writes 16 KiB at a time.
-const FRAME_PAYLOAD: usize = 16 * 1024;
+/// The spare buffer a frame is laid in over TCP, header and payload: the
+/// most a socket send takes at once on loopback in practice, as TLS's
+/// `WIRE_BUF`. A bulk transfer's frames fill it: each costs one read of
+/// the relay's source and one send, so 64 KiB frames take a quarter of
+/// the system calls (and headers) 16 KiB ones did. A relay reads a
+/// WebSocket as much at a time, so such a frame comes in one read too.
+pub const FRAME_BUF: usize = 64 * 1024;
 
-/// The most plaintext one TLS record carries.
+/// The most plaintext one TLS record carries: over TLS a frame's header
+/// and payload fill one record at most, and the session gathers records
+/// into its own sends.
 const TLS_RECORD: usize = 16 * 1024;
-
-/// The spare buffer a frame is laid in.
-const WRITE_BUF: usize = MAX_HEADER + FRAME_PAYLOAD;
 
 /// Reads of the connection one poll_read may make that yield no payload
 /// (control frames, headers split across reads) before yielding.
@@ -131,6 +133,17 @@ impl WsStream {
         self.control_at = 0;
     }
 
+    /// The spare buffer a data frame is laid in over this stream, and the
+    /// most payload the frame carries with its header in front.
+    fn frame_len(&self) -> (usize, usize) {
+        let len = if matches!(self.inner, Stream::Tls(_)) {
+            TLS_RECORD
+        } else {
+            FRAME_BUF
+        };
+        (len, len - header_len(len, self.masks.is_some()))
+    }
+
     /// Writes out the data frame being written, then the control frame;
     /// each buffer goes once its bytes are out.
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -176,14 +189,9 @@ impl WsStream {
         if self.close_sent {
             return Poll::Ready(Err(closed()));
         }
-        let masked = self.masks.is_some();
-        let payload = if matches!(self.inner, Stream::Tls(_)) {
-            TLS_RECORD - header_len(TLS_RECORD, masked)
-        } else {
-            FRAME_PAYLOAD
-        };
-        let room = header_len(payload, masked);
-        let mut frame = buffers::take(WRITE_BUF);
+        let (len, payload) = self.frame_len();
+        let room = header_len(payload, self.masks.is_some());
+        let mut frame = buffers::take(len);
         let mut read = ReadBuf::new(&mut frame[room..room + payload]);
         let n = match Pin::new(from).poll_read(cx, &mut read) {
             Poll::Ready(Ok(())) => read.filled().len(),
@@ -335,9 +343,10 @@ impl AsyncWrite for WsStream {
         if this.close_sent {
             return Poll::Ready(Err(closed()));
         }
-        let n = buf.len().min(FRAME_PAYLOAD);
+        let (len, payload) = this.frame_len();
+        let n = buf.len().min(payload);
         let room = header_len(n, this.masks.is_some());
-        let mut frame = buffers::take(WRITE_BUF);
+        let mut frame = buffers::take(len);
         frame[room..room + n].copy_from_slice(&buf[..n]);
         this.send_frame(cx, frame, room, n)?;
         Poll::Ready(Ok(n))
