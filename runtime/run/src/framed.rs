@@ -144,6 +144,33 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
         Ok(())
     }
 
+    /// The longest frame the codec seals.
+    const FRAME: usize = C::HEADROOM + C::MAX_PAYLOAD + C::TAILROOM;
+    /// What the buffer holds past its whole frames, less a frame's
+    /// overhead: the payload of one more, shorter, frame.
+    const FILL_REST: usize =
+        (BUF - BUF / Self::FRAME * Self::FRAME).saturating_sub(C::HEADROOM + C::TAILROOM);
+    /// The most one relay read takes: every whole frame's payload, and the
+    /// shorter frame's after them when it carries at least an eighth as
+    /// much (a Shadowsocks client's 20 KiB buffer: a chunk of 16,383 bytes
+    /// and one of 4,029, so a bulk transfer makes a fifth fewer reads and
+    /// writes; a smaller rest costs a seal more than the system calls it
+    /// saves).
+    const FILL_ROOM: usize = {
+        let whole = BUF / Self::FRAME * C::MAX_PAYLOAD;
+        if Self::FILL_REST * 8 >= whole {
+            whole + Self::FILL_REST
+        } else {
+            whole
+        }
+    };
+
+    /// Where a relay read's payload for frame `frame` (from 0) waits to be
+    /// sealed: behind the headroom of that frame at its longest.
+    fn fill_slot(frame: usize) -> usize {
+        frame * Self::FRAME + C::HEADROOM
+    }
+
     /// Gives the read buffer back once nothing in it is left to hand out.
     fn release_read(&mut self) {
         if self.at == self.filled && self.payload.is_empty() {
@@ -215,12 +242,12 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
     }
 
     /// Reads once from `from` into the write buffer, seals what came and
-    /// starts sending it: the relay's way in. A buffer of one frame reads
-    /// straight behind the codec's headroom and seals in place, one read
-    /// and one write a frame with no copy between; a buffer of several
-    /// frames reads as many payloads at once and moves each down to its
-    /// frame, one read and one write for them all. `Ready(Ok(0))` is
-    /// `from`'s end of stream.
+    /// starts sending it: the relay's way in. The read lands where the
+    /// first frame's payload is sealed and takes as many payloads as the
+    /// buffer's frames hold ([`Framed::FILL_ROOM`]); what goes past the
+    /// first frame is moved up to the frames after it, and each frame is
+    /// sealed where its payload lies, one read and one write for them all.
+    /// `Ready(Ok(0))` is `from`'s end of stream.
     pub fn poll_fill_from(
         &mut self,
         cx: &mut Context<'_>,
@@ -228,20 +255,8 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
     ) -> Poll<io::Result<usize>> {
         ready!(self.poll_staged_keep(cx))?;
         let mut buf = self.write_buf();
-        // As many whole frames as the buffer holds, laid out as they are
-        // sealed: a buffer of several reads them all at once, at its end,
-        // and seals them down in place; one of a frame reads where it is
-        // sealed.
-        let frames = BUF / (C::HEADROOM + C::MAX_PAYLOAD + C::TAILROOM);
-        let (at, room) = if frames > 1 {
-            (BUF - frames * C::MAX_PAYLOAD, frames * C::MAX_PAYLOAD)
-        } else {
-            (
-                C::HEADROOM,
-                (BUF - C::HEADROOM - C::TAILROOM).min(C::MAX_PAYLOAD),
-            )
-        };
-        let mut read = ReadBuf::new(&mut buf[at..at + room]);
+        let at = C::HEADROOM;
+        let mut read = ReadBuf::new(&mut buf[at..at + Self::FILL_ROOM]);
         let n = match Pin::new(from).poll_read(cx, &mut read) {
             Poll::Ready(Ok(())) => read.filled().len(),
             other => {
@@ -254,11 +269,19 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
             Self::spare(buf);
             return Poll::Ready(Ok(0));
         }
-        let sealed = if frames > 1 {
-            seal_frames_within(&mut self.codec, &mut buf, at, n)
-        } else {
-            self.codec.seal(&mut buf, n).map(|sealed| (sealed, n))
-        };
+        // Each payload past the first to its frame's slot, the last first,
+        // so none overwrites one still to move.
+        let frames = n.div_ceil(C::MAX_PAYLOAD);
+        for frame in (1..frames).rev() {
+            let payload = at + frame * C::MAX_PAYLOAD..at + n.min((frame + 1) * C::MAX_PAYLOAD);
+            buf.copy_within(payload, Self::fill_slot(frame));
+        }
+        let sealed = seal_frames_with(&mut self.codec, &mut buf, n, |buf, to, taken| {
+            let from = Self::fill_slot(taken.start / C::MAX_PAYLOAD);
+            if from != to {
+                buf.copy_within(from..from + taken.len(), to);
+            }
+        });
         match sealed {
             Ok((sealed, taken)) if taken == n && !sealed.is_empty() && sealed.end <= BUF => {
                 Poll::Ready(self.stage(cx, buf, sealed).map(|()| n))
@@ -497,21 +520,6 @@ fn seal_frames<C: StreamCodec>(
     })
 }
 
-/// [`seal_frames`] of the `len` bytes at `buf[at..]`, read there by the
-/// relay: each frame's payload is moved down to where the frame lies. The
-/// caller leaves room below `at` for every frame's headroom and tailroom,
-/// so a frame never reaches the bytes still to be moved.
-fn seal_frames_within<C: StreamCodec>(
-    codec: &mut C,
-    buf: &mut [u8],
-    at: usize,
-    len: usize,
-) -> io::Result<(Range<usize>, usize)> {
-    seal_frames_with(codec, buf, len, |buf, to, taken| {
-        buf.copy_within(at + taken.start..at + taken.end, to);
-    })
-}
-
 /// Seals up to `len` payload bytes frame after frame, as [`seal_frames`]
 /// says; `place(buf, to, taken)` puts the payload bytes `taken` (of the
 /// `len`) at `buf[to..]` before each frame is sealed.
@@ -744,6 +752,36 @@ mod tests {
         assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
         assert_eq!(wire[1003..1005], [0x03, 0xe8], "a full second one");
         assert_eq!(wire[2006..2008], [0x01, 0xf4], "and the rest");
+    }
+
+    #[tokio::test]
+    async fn a_buffer_of_one_frame_and_a_rest_fills_a_shorter_frame_from_the_same_read() {
+        let data = pattern(3000);
+        // One whole frame (1,003 bytes) and 294 bytes of payload after it.
+        let (near, mut far) = tokio::io::duplex(8192);
+        let mut framed = Framed::<_, _, 1300>::new(near, Xor::default(), Vec::new());
+        let mut source = &data[..];
+        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        assert_eq!(filled, 1294, "the whole frame's payload and the rest's");
+        framed.flush().await.unwrap();
+        let mut wire = vec![0u8; 1294 + 2 * 3];
+        far.read_exact(&mut wire).await.unwrap();
+        assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
+        assert_eq!(wire[1003..1005], [0x01, 0x26], "the rest right after it");
+        let mut reader = Framed::<_, _, 1300>::new(&wire[..], Xor::default(), Vec::new());
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        assert!(got == data[..1294], "the payloads differ");
+
+        // A rest under an eighth of the whole frames' payload is not read.
+        let mut framed = Framed::<_, _, 1100>::new(tokio::io::sink(), Xor::default(), Vec::new());
+        let mut source = &data[..];
+        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap();
+        assert_eq!(filled, 1000, "one frame, no rest");
     }
 
     #[tokio::test]
