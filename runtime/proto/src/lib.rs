@@ -21,4 +21,7 @@ pub mod vless;
 pub mod vmess;
 pub mod ws;
 
+#[cfg(test)]
+mod testing;
+
 pub use addr::Address;

@@ -153,14 +153,7 @@ impl SessionKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(text: &str) -> Vec<u8> {
-        let text: String = text.split_whitespace().collect();
-        (0..text.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::testing::hex;
 
     /// Seals `plaintext` with `key` and `nonce`, checks ciphertext || tag
     /// against `expected`, then opens it back.

@@ -66,7 +66,8 @@ fn evp_bytes_to_key(password: &[u8], key: &mut [u8]) {
     }
 }
 
-struct Len(usize);
+/// An HKDF output length, as ring asks for one (shared with tls13's keys).
+pub(crate) struct Len(pub(crate) usize);
 
 impl KeyType for Len {
     fn len(&self) -> usize {
@@ -87,14 +88,7 @@ fn hkdf_sha1(ikm: &[u8], salt: &[u8], info: &[u8], out: &mut [u8]) -> Result<(),
 mod tests {
     use super::*;
     use crate::aead::{ChunkOpener, ChunkSealer, Opened};
-
-    fn hex(text: &str) -> Vec<u8> {
-        let text: String = text.split_whitespace().collect();
-        (0..text.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::testing::hex;
 
     // `openssl enc -aes-256-cbc -k 'barfoo!' -md md5 -nosalt -P` prints the
     // same key: EVP_BytesToKey itself.

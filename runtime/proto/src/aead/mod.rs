@@ -16,4 +16,5 @@ pub use chunk::{
 };
 pub use cipher::{Algorithm, Nonce, SessionKey, MAX_KEY_LEN, NONCE_LEN, TAG_LEN};
 pub use error::AeadError;
+pub(crate) use kdf::Len;
 pub use kdf::MasterKey;

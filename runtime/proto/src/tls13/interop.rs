@@ -23,6 +23,7 @@ use openssl::ssl::{
 use openssl::x509::{X509NameBuilder, X509};
 
 use super::*;
+use crate::testing::hex;
 
 const SUITES: [Suite; 3] = [
     Suite::Aes128GcmSha256,
@@ -131,13 +132,6 @@ fn identity() -> (PKey<Private>, X509) {
         .unwrap();
     cert.sign(&key, MessageDigest::sha256()).unwrap();
     (key, cert.build())
-}
-
-fn hex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 /// Whether a handshake step finished; it may wait for the other side.

@@ -5,9 +5,10 @@
 use std::fmt;
 
 use ring::aead::{LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
-use ring::hkdf::{KeyType, Prk};
+use ring::hkdf::Prk;
 
 use super::{Error, Suite};
+use crate::aead::Len;
 
 /// The longest traffic secret (SHA-384's).
 const MAX_SECRET_LEN: usize = 48;
@@ -105,14 +106,6 @@ fn traffic_keys(suite: Suite, secret: &[u8]) -> (LessSafeKey, [u8; NONCE_LEN]) {
     (LessSafeKey::new(key), iv)
 }
 
-struct Len(usize);
-
-impl KeyType for Len {
-    fn len(&self) -> usize {
-        self.0
-    }
-}
-
 /// HKDF-Expand-Label(secret, label, "", out.len()) (RFC 8446 7.1): HKDF-Expand
 /// with the HkdfLabel structure as info, passed as slices rather than built.
 fn expand_label(suite: Suite, secret: &[u8], label: &[u8], out: &mut [u8]) {
@@ -131,14 +124,7 @@ fn expand_label(suite: Suite, secret: &[u8], label: &[u8], out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hex(text: &str) -> Vec<u8> {
-        let text: String = text.split_whitespace().collect();
-        (0..text.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::testing::hex;
 
     // RFC 8448 section 3 (Simple 1-RTT Handshake): "{server} derive write
     // traffic keys for application data" and the client's counterpart.

@@ -157,15 +157,8 @@ impl Keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::hex;
     use crate::tls13::Suite;
-
-    fn hex(text: &str) -> Vec<u8> {
-        let text: String = text.split_whitespace().collect();
-        (0..text.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn pair(suite: Suite) -> (Keys, Keys) {
         let secret: Vec<u8> = (0..suite.hash_len() as u8).collect();

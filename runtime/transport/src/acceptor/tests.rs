@@ -287,7 +287,11 @@ async fn the_acceptor_picks_the_shapes_alpn_when_the_plan_names_none() {
         let (addr, _accepted) = serve(acceptor, Limits::default()).await;
         let tcp = TcpStream::connect(addr).await.unwrap();
         let tls = client.connect(tcp).await.unwrap();
-        assert_eq!(tls.ssl().unwrap().selected_alpn_protocol(), alpn, "{shape:?}");
+        assert_eq!(
+            tls.ssl().unwrap().selected_alpn_protocol(),
+            alpn,
+            "{shape:?}"
+        );
     }
 }
 

@@ -124,12 +124,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Records<S> {
             ContentType::ApplicationData => {}
             ContentType::Handshake => {
                 let mut update = None;
-                self.post
-                    .feed(content, |message| {
-                        if let Message::KeyUpdate { update_requested } = message {
-                            update = Some(update_requested);
-                        }
-                    })?;
+                self.post.feed(content, |message| {
+                    if let Message::KeyUpdate { update_requested } = message {
+                        update = Some(update_requested);
+                    }
+                })?;
                 if let Some(requested) = update {
                     // A KeyUpdate ends its record (RFC 8446 5.1): what
                     // follows is under the next secret.
@@ -244,14 +243,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Records<S> {
 
     /// Sends everything in the write window, then flushes `io`.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while !self.write.is_empty() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, self.write.bytes()))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.write.consume(n);
-        }
-        Pin::new(&mut self.io).poll_flush(cx)
+        self.write.poll_send(&mut self.io, cx)
     }
 }
 

@@ -302,20 +302,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Wire<S> {
     }
 
     fn io_mut(&mut self) -> io::Result<&mut S> {
-        self.io.as_mut().ok_or_else(|| io::ErrorKind::NotConnected.into())
+        self.io
+            .as_mut()
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
     }
 
     /// Sends everything in the write window, then flushes `io`.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let io = self.io.as_mut().ok_or(io::ErrorKind::NotConnected)?;
-        while !self.write.is_empty() {
-            let n = ready!(Pin::new(&mut *io).poll_write(cx, self.write.bytes()))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            self.write.consume(n);
-        }
-        Pin::new(io).poll_flush(cx)
+        self.write.poll_send(io, cx)
     }
 }
 

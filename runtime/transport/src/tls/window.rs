@@ -1,6 +1,12 @@
 //! A buffer window over the socket side of a TLS session: bytes read and
 //! not yet opened, or sealed and not yet sent.
 
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::AsyncWrite;
+
 use crate::buffers;
 
 use super::WIRE_BUF;
@@ -62,6 +68,22 @@ impl Window {
         }
         self.end -= self.start;
         self.start = 0;
+    }
+
+    /// Sends everything the window holds to `io`, then flushes `io`.
+    pub(super) fn poll_send<S: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while !self.is_empty() {
+            let n = ready!(Pin::new(&mut *io).poll_write(cx, self.bytes()))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.consume(n);
+        }
+        Pin::new(io).poll_flush(cx)
     }
 
     pub(super) fn release(&mut self) {

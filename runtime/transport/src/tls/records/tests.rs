@@ -204,7 +204,10 @@ async fn a_client_whose_server_sends_no_ticket_hands_over_once_it_has_waited() {
     };
     let (mut server, mut client) = tokio::join!(serve, dial);
     assert!(idle(&mut client).await);
-    assert!(!client.is_handed_over(), "the client waits for tickets first");
+    assert!(
+        !client.is_handed_over(),
+        "the client waits for tickets first"
+    );
     // The wait's end wakes the idle read, which hands over (bounded).
     for _ in 0..300 {
         tokio::time::sleep(Duration::from_millis(10)).await;
