@@ -361,9 +361,19 @@ fn five_hundred_concurrent_vmess_connections_leave_v2ray_no_replayed_request() {
         }
     }
     drop(streams);
-    let log = v2ray.log();
-    // Not "replayed" alone: the scratch directory's name, in the log, has it.
-    let replayed = log.matches("replayed request").count();
+    // v2ray logs a refusal only once it has drained the connection, up to
+    // seconds after our echo failed: the log is read until it explains
+    // every failure, or a bound passes. Not "replayed" alone: the scratch
+    // directory's name, in the log, has it.
+    let settled = Instant::now() + Duration::from_secs(30);
+    let (log, replayed) = loop {
+        let log = v2ray.log();
+        let replayed = log.matches("replayed request").count();
+        if replayed >= failed || Instant::now() >= settled {
+            break (log, replayed);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert_eq!(
         failed, replayed,
         "an echo failed that v2ray did not refuse as a replay:\n{log}"
