@@ -3,10 +3,11 @@
 //!
 //! `cargo bench -p etemenanki-proto --bench aead` prints MB/s (10^6 bytes a
 //! second) for sealing and opening 16 KiB and 1.4 KiB messages with each
-//! method in OpenSSL (the `openssl` crate), ring and RustCrypto (`aes-gcm`,
-//! `chacha20poly1305`), each with its key schedule built once, as the runtime
-//! does; then the cost of one sealed 2-byte length record, which every
-//! Shadowsocks chunk pays once more; then whole chunks through
+//! method in OpenSSL (the `openssl` crate), ring, aws-lc-rs and RustCrypto
+//! (`aes-gcm`, `chacha20poly1305`), each with its key schedule built once, as
+//! the runtime does; then the cost of one sealed 2-byte length record, which
+//! every Shadowsocks chunk pays once more, and of building a key schedule,
+//! which a Shadowsocks AEAD UDP packet pays; then whole chunks through
 //! `ChunkSealer` and `ChunkOpener`. Every figure is the best of a few short
 //! rounds, so the whole run takes under half a minute.
 //!
@@ -79,47 +80,52 @@ mod openssl_candidate {
     }
 }
 
-mod ring_candidate {
-    use ring::aead::{
-        Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305,
-    };
-
-    use super::{Algorithm, TAG_LEN};
-
-    pub struct Ring(LessSafeKey);
-
-    impl Ring {
-        pub fn new(algorithm: Algorithm, key: &[u8]) -> Self {
-            let algorithm = match algorithm {
-                Algorithm::Aes128Gcm => &AES_128_GCM,
-                Algorithm::Aes256Gcm => &AES_256_GCM,
-                Algorithm::ChaCha20Poly1305 => &CHACHA20_POLY1305,
+/// ring and aws-lc-rs share one API (aws-lc-rs is written to be ring's
+/// drop-in), so one body serves both.
+macro_rules! ring_api_candidate {
+    ($module:ident, $krate:ident, $name:ident) => {
+        mod $module {
+            use $krate::aead::{
+                Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305,
             };
-            Self(LessSafeKey::new(UnboundKey::new(algorithm, key).unwrap()))
-        }
-    }
 
-    impl super::Candidate for Ring {
-        fn seal(&mut self, nonce: &[u8; 12], buf: &mut [u8]) {
-            let (data, tag) = buf.split_at_mut(buf.len() - TAG_LEN);
-            let nonce = Nonce::assume_unique_for_key(*nonce);
-            let sealed = self
-                .0
-                .seal_in_place_separate_tag(nonce, Aad::empty(), data)
-                .unwrap();
-            tag.copy_from_slice(sealed.as_ref());
-        }
+            use super::{Algorithm, TAG_LEN};
 
-        fn open(&mut self, nonce: &[u8; 12], buf: &mut [u8]) -> bool {
-            let (data, tag) = buf.split_at_mut(buf.len() - TAG_LEN);
-            let nonce = Nonce::assume_unique_for_key(*nonce);
-            let tag = Tag::try_from(&tag[..]).unwrap();
-            self.0
-                .open_in_place_separate_tag(nonce, Aad::empty(), tag, data, 0..)
-                .is_ok()
+            pub struct $name(LessSafeKey);
+
+            impl $name {
+                pub fn new(algorithm: Algorithm, key: &[u8]) -> Self {
+                    let algorithm = match algorithm {
+                        Algorithm::Aes128Gcm => &AES_128_GCM,
+                        Algorithm::Aes256Gcm => &AES_256_GCM,
+                        Algorithm::ChaCha20Poly1305 => &CHACHA20_POLY1305,
+                    };
+                    Self(LessSafeKey::new(UnboundKey::new(algorithm, key).unwrap()))
+                }
+            }
+
+            impl super::Candidate for $name {
+                fn seal(&mut self, nonce: &[u8; 12], buf: &mut [u8]) {
+                    let (data, tag) = buf.split_at_mut(buf.len() - TAG_LEN);
+                    let nonce = Nonce::assume_unique_for_key(*nonce);
+                    let sealed = self
+                        .0
+                        .seal_in_place_separate_tag(nonce, Aad::empty(), data)
+                        .unwrap();
+                    tag.copy_from_slice(sealed.as_ref());
+                }
+
+                fn open(&mut self, nonce: &[u8; 12], buf: &mut [u8]) -> bool {
+                    let nonce = Nonce::assume_unique_for_key(*nonce);
+                    self.0.open_in_place(nonce, Aad::empty(), buf).is_ok()
+                }
+            }
         }
-    }
+    };
 }
+
+ring_api_candidate!(ring_candidate, ring, Ring);
+ring_api_candidate!(aws_lc_candidate, aws_lc_rs, AwsLc);
 
 mod rustcrypto_candidate {
     use aes_gcm::aead::{AeadInOut, KeyInit};
@@ -218,19 +224,45 @@ fn candidate(library: &str, algorithm: Algorithm, key: &[u8]) -> Box<dyn Candida
     match library {
         "openssl" => Box::new(openssl_candidate::Openssl::new(algorithm, key)),
         "ring" => Box::new(ring_candidate::Ring::new(algorithm, key)),
+        "aws-lc-rs" => Box::new(aws_lc_candidate::AwsLc::new(algorithm, key)),
         _ => Box::new(rustcrypto_candidate::RustCrypto::new(algorithm, key)),
     }
+}
+
+/// Nanoseconds to build (and drop) one key schedule, unboxed.
+fn schedule_ns(library: &str, algorithm: Algorithm, key: &[u8]) -> f64 {
+    let ops = match library {
+        "openssl" => rate(|| drop(black_box(openssl_candidate::Openssl::new(algorithm, key)))),
+        "ring" => rate(|| drop(black_box(ring_candidate::Ring::new(algorithm, key)))),
+        "aws-lc-rs" => rate(|| drop(black_box(aws_lc_candidate::AwsLc::new(algorithm, key)))),
+        _ => rate(|| {
+            drop(black_box(rustcrypto_candidate::RustCrypto::new(
+                algorithm, key,
+            )))
+        }),
+    };
+    1e9 / ops
 }
 
 fn libraries() {
     let key = [0x42u8; 32];
     let nonce = [7u8; 12];
-    println!("AEAD, key schedule built once, MB/s (length record: ns per sealed 2-byte record)");
     println!(
-        "{:<12} {:<18} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "library", "method", "seal 16K", "open 16K", "seal 1.4K", "open 1.4K", "len rec ns"
+        "AEAD, key schedule built once, MB/s (length record: ns per sealed 2-byte record; \
+         key: ns to build a key schedule)"
     );
-    for library in ["openssl", "ring", "rustcrypto"] {
+    println!(
+        "{:<12} {:<18} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "library",
+        "method",
+        "seal 16K",
+        "open 16K",
+        "seal 1.4K",
+        "open 1.4K",
+        "len rec ns",
+        "key ns"
+    );
+    for library in ["openssl", "ring", "aws-lc-rs", "rustcrypto"] {
         for (algorithm, name) in ALGORITHMS {
             let key = &key[..algorithm.key_len()];
             let mut aead = candidate(library, algorithm, key);
@@ -250,9 +282,10 @@ fn libraries() {
             }
             let mut record = [0u8; 2 + TAG_LEN];
             let record_ns = 1e9 / rate(|| aead.seal(&nonce, black_box(&mut record)));
+            let key_ns = schedule_ns(library, algorithm, key);
             println!(
-                "{library:<12} {name:<18} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>10.0}",
-                cells[0], cells[1], cells[2], cells[3], record_ns
+                "{library:<12} {name:<18} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>10.0} {:>8.0}",
+                cells[0], cells[1], cells[2], cells[3], record_ns, key_ns
             );
         }
     }

@@ -3,10 +3,10 @@
 //! when an outbound or inbound is built, and the session subkey of each salt
 //! (HKDF-SHA1 with info "ss-subkey"), derived once per direction of a flow.
 
+use aws_lc_rs::hkdf::{KeyType, Salt, HKDF_SHA1_FOR_LEGACY_USE_ONLY};
 use md5::{Digest, Md5};
-use ring::hkdf::{KeyType, Salt, HKDF_SHA1_FOR_LEGACY_USE_ONLY};
 
-use super::{AeadError, Algorithm, SessionKey, MAX_KEY_LEN};
+use super::{AeadError, Algorithm, PacketKey, SessionKey, MAX_KEY_LEN};
 
 /// The HKDF info of every Shadowsocks AEAD session subkey.
 const SUBKEY_INFO: &[u8] = b"ss-subkey";
@@ -44,9 +44,23 @@ impl MasterKey {
     /// send (our salt) and one for what we receive (the peer's).
     pub fn session_key(&self, salt: &[u8]) -> Result<SessionKey, AeadError> {
         let mut subkey = [0; MAX_KEY_LEN];
-        let subkey = &mut subkey[..self.algorithm.key_len()];
+        SessionKey::new(self.algorithm, self.subkey(salt, &mut subkey)?)
+    }
+
+    /// The key schedule of the one UDP packet that `salt` starts.
+    pub fn packet_key(&self, salt: &[u8]) -> Result<PacketKey, AeadError> {
+        let mut subkey = [0; MAX_KEY_LEN];
+        PacketKey::new(self.algorithm, self.subkey(salt, &mut subkey)?)
+    }
+
+    fn subkey<'a>(
+        &self,
+        salt: &[u8],
+        out: &'a mut [u8; MAX_KEY_LEN],
+    ) -> Result<&'a [u8], AeadError> {
+        let subkey = &mut out[..self.algorithm.key_len()];
         hkdf_sha1(self.bytes(), salt, SUBKEY_INFO, subkey)?;
-        SessionKey::new(self.algorithm, subkey)
+        Ok(subkey)
     }
 }
 
@@ -66,7 +80,7 @@ fn evp_bytes_to_key(password: &[u8], key: &mut [u8]) {
     }
 }
 
-/// An HKDF output length, as ring asks for one (shared with tls13's keys).
+/// An HKDF output length, as aws-lc-rs asks for one (shared with tls13's keys).
 pub(crate) struct Len(pub(crate) usize);
 
 impl KeyType for Len {

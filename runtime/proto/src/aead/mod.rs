@@ -14,7 +14,7 @@ pub use chunk::{
     sealed_len, ChunkOpener, ChunkSealer, Opened, MAX_CHUNK_LEN, MAX_PAYLOAD, RECORD_OVERHEAD,
     RESERVE,
 };
-pub use cipher::{Algorithm, Nonce, SessionKey, MAX_KEY_LEN, NONCE_LEN, TAG_LEN};
+pub use cipher::{Algorithm, Nonce, PacketKey, SessionKey, MAX_KEY_LEN, NONCE_LEN, TAG_LEN};
 pub use error::AeadError;
 pub(crate) use kdf::Len;
 pub use kdf::MasterKey;

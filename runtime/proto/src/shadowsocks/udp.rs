@@ -80,7 +80,7 @@ pub(super) fn seal(
     head.copy_from_slice(salt);
     put_address(peer, &mut sealed[..address]);
     master
-        .session_key(salt)?
+        .packet_key(salt)?
         .seal_in_place(&Nonce::ZERO, &[], sealed)?;
     Ok(start..end)
 }
@@ -108,7 +108,7 @@ pub(super) fn open(master: &MasterKey, buf: &mut [u8]) -> io::Result<Packet> {
     }
     let (salt, sealed) = buf.split_at_mut(salt_len);
     let opened = master
-        .session_key(salt)?
+        .packet_key(salt)?
         .open_in_place(&Nonce::ZERO, &[], sealed)?;
     let (peer, used) = match read_address(&sealed[..opened]) {
         Ok(Some(found)) => found,
@@ -273,7 +273,7 @@ mod tests {
         let mut wire = salt.to_vec();
         wire.extend_from_slice(&[1, 127, 0]);
         wire.extend_from_slice(&[0; TAG_LEN]);
-        let key = codec.master.session_key(&salt).unwrap();
+        let key = codec.master.packet_key(&salt).unwrap();
         key.seal_in_place(&Nonce::ZERO, &[], &mut wire[16..])
             .unwrap();
         let e = codec.open_from(&mut wire).unwrap_err();

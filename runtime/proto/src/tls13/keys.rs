@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use ring::aead::{LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
-use ring::hkdf::Prk;
+use aws_lc_rs::aead::{LessSafeKey, Nonce, UnboundKey, NONCE_LEN};
+use aws_lc_rs::hkdf::Prk;
 
 use super::{Error, Suite};
 use crate::aead::Len;

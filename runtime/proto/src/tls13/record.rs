@@ -7,7 +7,7 @@
 
 use core::ops::Range;
 
-use ring::aead::Aad;
+use aws_lc_rs::aead::Aad;
 
 use super::{Error, Keys, HEADER_LEN, MAX_BODY, MAX_PLAINTEXT, SEAL_OVERHEAD, TAG_LEN};
 
@@ -100,7 +100,7 @@ impl Keys {
         header[1..3].copy_from_slice(&LEGACY_VERSION);
         header[3..].copy_from_slice(&body_len.to_be_bytes());
         let (inner, tag_out) = body.split_at_mut(body.len() - TAG_LEN);
-        // ring refuses only inputs longer than the algorithm allows
+        // aws-lc-rs refuses only inputs longer than the algorithm allows
         // (gigabytes), never a record.
         let tag = self
             .key

@@ -1,12 +1,12 @@
-//! The three TLS 1.3 cipher suites ring implements, and what each means for
+//! The three TLS 1.3 cipher suites aws-lc-rs implements, and what each means for
 //! the record layer: the AEAD and the hash of its key schedule.
 //!
-//! The two CCM suites (0x1304, 0x1305) are not here: ring has no CCM, and
+//! The two CCM suites (0x1304, 0x1305) are not here: aws-lc-rs has no CCM, and
 //! no browser or common server offers them, so such a session stays on
 //! OpenSSL.
 
-use ring::aead::{self, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
-use ring::hkdf::{self, HKDF_SHA256, HKDF_SHA384};
+use aws_lc_rs::aead::{self, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
+use aws_lc_rs::hkdf::{self, HKDF_SHA256, HKDF_SHA384};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Suite {
@@ -65,7 +65,7 @@ impl Suite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ring::hkdf::KeyType;
+    use aws_lc_rs::hkdf::KeyType;
 
     #[test]
     fn only_the_gcm_and_chacha20_suites_are_known() {
