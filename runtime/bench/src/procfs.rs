@@ -70,14 +70,73 @@ pub fn tree(root: u32) -> Vec<u32> {
     found
 }
 
-/// CPU seconds the process tree has used so far.
-pub fn cpu_seconds(root: u32, ticks_per_second: u64) -> io::Result<f64> {
-    let mut ticks = stat(root)?.cpu_ticks;
-    for pid in tree(root).into_iter().skip(1) {
-        // A worker that exits between listing and reading is simply gone.
-        ticks += stat(pid).map(|s| s.cpu_ticks).unwrap_or(0);
+/// The CPU time a process tree has used so far, read two ways: clock
+/// ticks from each process's stat (every thread that ever ran, reaped
+/// children included, but only to the tick: 10 ms), and nanoseconds from
+/// each live thread's schedstat (its run time, user and system).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuSample {
+    ticks: u64,
+    nanos: u64,
+    /// The (pid, tid) of every thread counted in `nanos`, sorted.
+    threads: Vec<(u32, u32)>,
+}
+
+impl CpuSample {
+    /// CPU seconds used between `before` and this sample: to the
+    /// nanosecond when the same threads ran throughout, else (a thread or
+    /// process came or went, taking its run time with it) to the tick.
+    pub fn seconds_since(&self, before: &CpuSample, ticks_per_second: u64) -> f64 {
+        if self.threads == before.threads {
+            self.nanos.saturating_sub(before.nanos) as f64 / 1e9
+        } else {
+            self.ticks.saturating_sub(before.ticks) as f64 / ticks_per_second as f64
+        }
     }
-    Ok(ticks as f64 / ticks_per_second as f64)
+}
+
+/// The first field of /proc/<pid>/task/<tid>/schedstat: nanoseconds run.
+pub fn parse_schedstat(line: &str) -> io::Result<u64> {
+    line.split_whitespace()
+        .next()
+        .and_then(|field| field.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unexpected /proc schedstat line: {line}"),
+            )
+        })
+}
+
+/// The tree's CPU time so far; see [`CpuSample`].
+pub fn cpu_sample(root: u32) -> io::Result<CpuSample> {
+    let mut sample = CpuSample {
+        ticks: 0,
+        nanos: 0,
+        threads: Vec::new(),
+    };
+    for pid in tree(root) {
+        match stat(pid) {
+            Ok(stat) => sample.ticks += stat.cpu_ticks,
+            Err(e) if pid == root => return Err(e),
+            // A worker that exits between listing and reading is simply gone.
+            Err(_) => continue,
+        }
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            if let Ok(line) = fs::read_to_string(task.path().join("schedstat")) {
+                sample.nanos += parse_schedstat(&line)?;
+                sample.threads.push((pid, tid));
+            }
+        }
+    }
+    sample.threads.sort_unstable();
+    Ok(sample)
 }
 
 /// The value of a `Key:` line of /proc/<pid>/status.
@@ -166,6 +225,28 @@ mod tests {
     }
 
     #[test]
+    fn schedstat_gives_the_run_time_in_nanoseconds() {
+        assert_eq!(parse_schedstat("936265 0 1\n").unwrap(), 936_265);
+        assert!(parse_schedstat("").is_err());
+        assert!(parse_schedstat("x 0 1").is_err());
+    }
+
+    #[test]
+    fn cpu_is_read_to_the_nanosecond_while_the_threads_stay() {
+        let sample = |ticks, nanos, threads: &[(u32, u32)]| CpuSample {
+            ticks,
+            nanos,
+            threads: threads.to_vec(),
+        };
+        let before = sample(10, 100_000_000, &[(1, 1), (1, 2)]);
+        let same = sample(12, 112_345_678, &[(1, 1), (1, 2)]);
+        assert_eq!(same.seconds_since(&before, 100), 0.012_345_678);
+        // A thread gone took its nanoseconds along: the ticks still count it.
+        let fewer = sample(13, 50_000_000, &[(1, 1)]);
+        assert_eq!(fewer.seconds_since(&before, 100), 0.03);
+    }
+
+    #[test]
     fn rss_and_signal_mask_are_read_from_status_lines() {
         let status = "Name:\tdanted\nVmRSS:\t    4124 kB\nSigCgt:\t0000000000014a03\n";
         assert_eq!(parse_kib(status, "VmRSS"), Some(4124));
@@ -178,6 +259,13 @@ mod tests {
     fn own_process_is_found_and_measured() {
         let me = std::process::id();
         assert_eq!(tree(me)[0], me);
+        let before = cpu_sample(me).unwrap();
+        assert!(before.threads.contains(&(me, me)));
+        let mut spin = 0u64;
+        for i in 0..1_000_000u64 {
+            spin = std::hint::black_box(spin.wrapping_add(i));
+        }
+        assert!(cpu_sample(me).unwrap().nanos > before.nanos);
         assert!(rss_kib(me).unwrap() > 0);
         assert!(pss_kib(me).unwrap() > 0);
         // The test harness installs no SIGHUP handler.

@@ -111,7 +111,7 @@ pub fn measure_round(
     // The proxy's (a chain's front's) CPU, which other load on the machine
     // moves far less than it moves a rate.
     let front = column.proxy.as_ref().map(Proxy::pid);
-    let cpu = || front.and_then(|pid| procfs::cpu_seconds(pid, ticks).ok());
+    let cpu = || front.and_then(|pid| procfs::cpu_sample(pid).ok());
     let cpu_before = cpu();
     let sequential = measure::connects::sequential(
         via,
@@ -120,7 +120,8 @@ pub fn measure_round(
         limits.connect_time,
     );
     if let (Ok(rate), Some(before), Some(after)) = (&sequential, cpu_before, cpu()) {
-        best.keep_least(subject, Figure::CpuPerConnect, rate.count, after - before);
+        let used = after.seconds_since(&before, ticks);
+        best.keep_least(subject, Figure::CpuPerConnect, rate.count, used);
     }
     best.keep(
         subject,
@@ -161,7 +162,8 @@ pub fn measure_round(
         limits.udp_time,
     );
     if let (Ok(udp), Some(before), Some(after)) = (&udp, cpu_before, cpu()) {
-        best.keep_least(subject, Figure::CpuPerUdp, udp.rate.count, after - before);
+        let used = after.seconds_since(&before, ticks);
+        best.keep_least(subject, Figure::CpuPerUdp, udp.rate.count, used);
     }
     best.keep(
         subject,

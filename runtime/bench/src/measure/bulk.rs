@@ -55,10 +55,10 @@ pub fn run(
     ticks: u64,
     limits: &Limits,
 ) -> io::Result<Bulk> {
-    let cpu = || -> io::Result<Vec<f64>> {
+    let cpu = || -> io::Result<Vec<procfs::CpuSample>> {
         proxy_pids
             .iter()
-            .map(|&pid| procfs::cpu_seconds(pid, ticks))
+            .map(|&pid| procfs::cpu_sample(pid))
             .collect()
     };
     let budget = (limits.bulk_bytes / ACK_EVERY).max(1) * ACK_EVERY;
@@ -103,7 +103,7 @@ pub fn run(
         proxy_cpu: cpu_before
             .iter()
             .zip(&cpu_after)
-            .map(|(b, a)| a - b)
+            .map(|(b, a)| a.seconds_since(b, ticks))
             .collect(),
     })
 }
