@@ -166,6 +166,14 @@ impl Resolver {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(vec![ip]);
         }
+        // On the heap: the queries' future is kilobytes, which every
+        // future that may resolve a name (routing, every dial) would carry,
+        // and move, when it has an address to go to.
+        Box::pin(self.lookup_name(host, family)).await
+    }
+
+    /// [`Resolver::lookup_family`] for a name that is no IP literal.
+    async fn lookup_name(&self, host: &str, family: AddressFamily) -> io::Result<Vec<IpAddr>> {
         let name = Name::from_ascii(host).map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidInput, format!("dns: {host}: {e}"))
         })?;
@@ -506,6 +514,28 @@ mod resolver_tests {
             .unwrap();
         assert_eq!(again, [IpAddr::from([192, 0, 2, 1])]);
         assert_eq!(heard.lock().unwrap().len(), 1, "one query upstream");
+    }
+
+    #[tokio::test]
+    async fn an_ip_literal_is_its_own_answer_from_a_future_of_a_few_words() {
+        let resolver = resolver("127.0.0.1:9".parse().unwrap());
+        // A name's queries wait on the heap: every future that may
+        // resolve a name (routing, each dial) would otherwise carry and
+        // move their kilobytes when it has an address to go to.
+        let lookup = resolver.lookup("[::1]");
+        assert!(
+            std::mem::size_of_val(&lookup) <= 128,
+            "{}",
+            std::mem::size_of_val(&lookup)
+        );
+        assert_eq!(lookup.await.unwrap(), ["::1".parse::<IpAddr>().unwrap()]);
+        assert_eq!(
+            resolver
+                .lookup_family("192.0.2.7", AddressFamily::Ipv6Only)
+                .await
+                .unwrap(),
+            [IpAddr::from([192, 0, 2, 7])]
+        );
     }
 
     #[tokio::test]
