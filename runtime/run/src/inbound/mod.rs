@@ -669,8 +669,12 @@ async fn relay_opened<C: Relayed>(
 ) -> io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let idle = shared.limits.load().relay_idle_timeout;
-    if !early.as_ref().is_empty() {
-        opened.stream.write_all(early.as_ref()).await?;
+    let bytes = early.as_ref();
+    if !bytes.is_empty() {
+        // A direct dial writes them at once, ahead of its socket's first
+        // event (`Stream::write_now`).
+        let sent = opened.stream.write_now(bytes)?;
+        opened.stream.write_all(&bytes[sent..]).await?;
     }
     drop(early);
     let ended = relay(client, &mut opened.stream, idle, &mut opened.guard).await?;
