@@ -72,16 +72,21 @@ impl SaltFilter {
             .generations
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if generations.previous.contains(&key) || generations.current.contains(&key) {
+        if generations.previous.contains(&key) {
             return false;
         }
         if generations.current.len() >= self.capacity {
+            // Once a generation: a salt the full one holds stays known.
+            if generations.current.contains(&key) {
+                return false;
+            }
             let generations = &mut *generations;
             std::mem::swap(&mut generations.current, &mut generations.previous);
             generations.current.clear();
         }
-        generations.current.insert(key);
-        true
+        // Two hashes of the salt a stream, not three: the insert is the
+        // lookup in the current generation.
+        generations.current.insert(key)
     }
 }
 
