@@ -18,7 +18,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use etemenanki_proto::aead::{
-    Algorithm, ChunkOpener, ChunkSealer, Opened, SessionKey, MAX_PAYLOAD, RESERVE, TAG_LEN,
+    Algorithm, ChunkOpener, ChunkSealer, Nonce, Opened, PacketKey, SessionKey, MAX_PAYLOAD,
+    RESERVE, TAG_LEN,
 };
 
 const ROUNDS: usize = 10;
@@ -80,52 +81,23 @@ mod openssl_candidate {
     }
 }
 
-/// ring and aws-lc-rs share one API (aws-lc-rs is written to be ring's
-/// drop-in), so one body serves both.
-macro_rules! ring_api_candidate {
-    ($module:ident, $krate:ident, $name:ident) => {
-        mod $module {
-            use $krate::aead::{
-                Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305,
-            };
-
-            use super::{Algorithm, TAG_LEN};
-
-            pub struct $name(LessSafeKey);
-
-            impl $name {
-                pub fn new(algorithm: Algorithm, key: &[u8]) -> Self {
-                    let algorithm = match algorithm {
-                        Algorithm::Aes128Gcm => &AES_128_GCM,
-                        Algorithm::Aes256Gcm => &AES_256_GCM,
-                        Algorithm::ChaCha20Poly1305 => &CHACHA20_POLY1305,
-                    };
-                    Self(LessSafeKey::new(UnboundKey::new(algorithm, key).unwrap()))
-                }
+/// aws-lc-rs and ring are measured as the crate uses them: its
+/// `SessionKey` is aws-lc-rs's, its `PacketKey` ring's.
+macro_rules! crate_candidate {
+    ($($key:ident),*) => {$(
+        impl Candidate for $key {
+            fn seal(&mut self, nonce: &[u8; 12], buf: &mut [u8]) {
+                self.seal_in_place(&Nonce::new(*nonce), &[], buf).unwrap();
             }
 
-            impl super::Candidate for $name {
-                fn seal(&mut self, nonce: &[u8; 12], buf: &mut [u8]) {
-                    let (data, tag) = buf.split_at_mut(buf.len() - TAG_LEN);
-                    let nonce = Nonce::assume_unique_for_key(*nonce);
-                    let sealed = self
-                        .0
-                        .seal_in_place_separate_tag(nonce, Aad::empty(), data)
-                        .unwrap();
-                    tag.copy_from_slice(sealed.as_ref());
-                }
-
-                fn open(&mut self, nonce: &[u8; 12], buf: &mut [u8]) -> bool {
-                    let nonce = Nonce::assume_unique_for_key(*nonce);
-                    self.0.open_in_place(nonce, Aad::empty(), buf).is_ok()
-                }
+            fn open(&mut self, nonce: &[u8; 12], buf: &mut [u8]) -> bool {
+                self.open_in_place(&Nonce::new(*nonce), &[], buf).is_ok()
             }
         }
-    };
+    )*};
 }
 
-ring_api_candidate!(ring_candidate, ring, Ring);
-ring_api_candidate!(aws_lc_candidate, aws_lc_rs, AwsLc);
+crate_candidate!(SessionKey, PacketKey);
 
 mod rustcrypto_candidate {
     use aes_gcm::aead::{AeadInOut, KeyInit};
@@ -223,8 +195,8 @@ const ALGORITHMS: [(Algorithm, &str); 3] = [
 fn candidate(library: &str, algorithm: Algorithm, key: &[u8]) -> Box<dyn Candidate> {
     match library {
         "openssl" => Box::new(openssl_candidate::Openssl::new(algorithm, key)),
-        "ring" => Box::new(ring_candidate::Ring::new(algorithm, key)),
-        "aws-lc-rs" => Box::new(aws_lc_candidate::AwsLc::new(algorithm, key)),
+        "ring" => Box::new(PacketKey::new(algorithm, key).unwrap()),
+        "aws-lc-rs" => Box::new(SessionKey::new(algorithm, key).unwrap()),
         _ => Box::new(rustcrypto_candidate::RustCrypto::new(algorithm, key)),
     }
 }
@@ -233,8 +205,8 @@ fn candidate(library: &str, algorithm: Algorithm, key: &[u8]) -> Box<dyn Candida
 fn schedule_ns(library: &str, algorithm: Algorithm, key: &[u8]) -> f64 {
     let ops = match library {
         "openssl" => rate(|| drop(black_box(openssl_candidate::Openssl::new(algorithm, key)))),
-        "ring" => rate(|| drop(black_box(ring_candidate::Ring::new(algorithm, key)))),
-        "aws-lc-rs" => rate(|| drop(black_box(aws_lc_candidate::AwsLc::new(algorithm, key)))),
+        "ring" => rate(|| drop(black_box(PacketKey::new(algorithm, key)))),
+        "aws-lc-rs" => rate(|| drop(black_box(SessionKey::new(algorithm, key)))),
         _ => rate(|| {
             drop(black_box(rustcrypto_candidate::RustCrypto::new(
                 algorithm, key,

@@ -624,6 +624,26 @@ mod tests {
         (0..len).map(|i| (i * 7 % 251) as u8).collect()
     }
 
+    /// One relay read of `data` through `framed`: how much of it one read
+    /// took and sealed.
+    async fn fill_once<W: AsyncWrite + Unpin, const BUF: usize>(
+        framed: &mut Framed<W, Xor, BUF>,
+        data: &[u8],
+    ) -> usize {
+        let mut source = data;
+        std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
+            .await
+            .unwrap()
+    }
+
+    /// Every payload the frames of `wire` carry.
+    async fn open_all<const BUF: usize>(wire: &[u8]) -> Vec<u8> {
+        let mut reader = Framed::<_, _, BUF>::new(wire, Xor::default(), Vec::new());
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        got
+    }
+
     #[tokio::test]
     async fn framed_ends_carry_a_long_stream_both_ways_split_anywhere() {
         // A tiny pipe capacity splits frames across reads at odd places.
@@ -737,17 +757,12 @@ mod tests {
         let (near, mut far) = tokio::io::duplex(8192);
         let mut framed = Framed::<_, _, 4096>::new(near, Xor::default(), Vec::new());
         let data = pattern(2500);
-        let mut source = &data[..];
-        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
-            .await
-            .unwrap();
+        let filled = fill_once(&mut framed, &data).await;
         assert_eq!(filled, 2500, "one read for three frames");
         framed.flush().await.unwrap();
         let mut wire = vec![0u8; 2500 + 3 * 3];
         far.read_exact(&mut wire).await.unwrap();
-        let mut reader = Framed::<_, _, 4096>::new(&wire[..], Xor::default(), Vec::new());
-        let mut got = Vec::new();
-        reader.read_to_end(&mut got).await.unwrap();
+        let got = open_all::<4096>(&wire).await;
         assert!(got == data, "the payloads differ");
         assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
         assert_eq!(wire[1003..1005], [0x03, 0xe8], "a full second one");
@@ -760,27 +775,19 @@ mod tests {
         // One whole frame (1,003 bytes) and 294 bytes of payload after it.
         let (near, mut far) = tokio::io::duplex(8192);
         let mut framed = Framed::<_, _, 1300>::new(near, Xor::default(), Vec::new());
-        let mut source = &data[..];
-        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
-            .await
-            .unwrap();
+        let filled = fill_once(&mut framed, &data).await;
         assert_eq!(filled, 1294, "the whole frame's payload and the rest's");
         framed.flush().await.unwrap();
         let mut wire = vec![0u8; 1294 + 2 * 3];
         far.read_exact(&mut wire).await.unwrap();
         assert_eq!(wire[..2], [0x03, 0xe8], "a full first frame");
         assert_eq!(wire[1003..1005], [0x01, 0x26], "the rest right after it");
-        let mut reader = Framed::<_, _, 1300>::new(&wire[..], Xor::default(), Vec::new());
-        let mut got = Vec::new();
-        reader.read_to_end(&mut got).await.unwrap();
+        let got = open_all::<1300>(&wire).await;
         assert!(got == data[..1294], "the payloads differ");
 
         // A rest under an eighth of the whole frames' payload is not read.
         let mut framed = Framed::<_, _, 1100>::new(tokio::io::sink(), Xor::default(), Vec::new());
-        let mut source = &data[..];
-        let filled = std::future::poll_fn(|cx| framed.poll_fill_from(cx, &mut source))
-            .await
-            .unwrap();
+        let filled = fill_once(&mut framed, &data).await;
         assert_eq!(filled, 1000, "one frame, no rest");
     }
 

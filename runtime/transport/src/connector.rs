@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use etemenanki_ir::spec::{AddressFamily, HostPort, StreamShape, Upstream};
 use socket2::SockRef;
 
-use crate::dial::Dialer;
+use crate::dial::{self, Dialer};
 use crate::grpc::{self, GrpcSettings};
 use crate::keepalive::set_keepalive;
 use crate::resolve::{order, Resolver};
@@ -130,8 +130,10 @@ impl Connector {
     }
 
     /// As [`Connector::connect`], sending what the transport allows of
-    /// `first`, the stream's first bytes, inside its own handshake (a
-    /// WebSocket's early data); returns how many of them it sent.
+    /// `first`, the stream's first bytes, as it connects: inside a
+    /// WebSocket's upgrade (its early data), or on plain TCP at once,
+    /// without a turn of the event loop ([`dial::send_now`]); returns how
+    /// many of them it sent.
     pub async fn connect_sending(&self, first: &[u8]) -> io::Result<(Stream, usize)> {
         if let Some(grpc) = &self.grpc {
             // A stream on a shared connection; a new connection only when
@@ -146,7 +148,13 @@ impl Connector {
         }
         let stream = self.dial().await?;
         match &self.ws {
-            None => Ok((stream, 0)),
+            None => {
+                let sent = match &stream {
+                    Stream::Tcp(tcp) => dial::send_now(tcp, first)?,
+                    Stream::Tls(_) | Stream::Ws(_) | Stream::Grpc(_) => 0,
+                };
+                Ok((stream, sent))
+            }
             Some(ws) => {
                 let early = ws.early(first);
                 let sent = early.map_or(0, |e| e.bytes.len());

@@ -129,6 +129,29 @@ async fn connect_now_or_later(socket: Socket, addr: SocketAddr) -> io::Result<Tc
     Ok(stream)
 }
 
+/// Sends what the socket takes of `buf` at once, without waiting on the
+/// event loop: how many bytes went, 0 when the socket would block (or
+/// `buf` is empty). For a connection's first bytes: a socket
+/// [`connect_now_or_later`] found connected is writable, but tokio learns
+/// that only from the socket's first event (it assumes accepted sockets
+/// ready, not connected ones), so a write through it would wait a turn of
+/// the event loop. The rest of `buf` goes through `AsyncWrite` as usual.
+pub fn send_now(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    #[cfg(unix)]
+    if !buf.is_empty() {
+        use rustix::io::Errno;
+        use rustix::net::{send, SendFlags};
+        return match send(tcp, buf, SendFlags::NOSIGNAL) {
+            Ok(sent) => Ok(sent),
+            Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(0),
+            Err(e) => Err(e.into()),
+        };
+    }
+    #[cfg(not(unix))]
+    let _ = (tcp, buf);
+    Ok(0)
+}
+
 /// `ty` created non-blocking: on Linux in the socket call itself
 /// (SOCK_NONBLOCK), which spares every dial the fcntl pair that
 /// `set_nonblocking` costs; elsewhere [`Dialer::socket`] sets it after.
@@ -137,4 +160,47 @@ fn nonblocking(ty: Type) -> Type {
     return ty.nonblocking();
     #[cfg(not(target_os = "linux"))]
     ty
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[tokio::test]
+    async fn send_now_sends_on_a_socket_just_dialed_before_tokio_sees_it_writable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dialed = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        dialed.set_nonblocking(true).unwrap();
+        let tcp = TcpStream::from_std(dialed).unwrap();
+        // No event has reached the registration yet: a write through tokio
+        // would wait for the loop to turn.
+        assert_eq!(
+            tcp.try_write(b"x").unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        assert_eq!(send_now(&tcp, b"hello").unwrap(), 5);
+        assert_eq!(send_now(&tcp, b"").unwrap(), 0);
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut got = [0; 5];
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+    }
+
+    #[tokio::test]
+    async fn send_now_is_a_would_block_not_an_error_when_the_socket_is_full() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dialed = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        dialed.set_nonblocking(true).unwrap();
+        let _peer = listener.accept().unwrap();
+        let tcp = TcpStream::from_std(dialed).unwrap();
+        // The peer reads nothing: both buffers fill, then nothing more goes.
+        let chunk = vec![0; 1 << 16];
+        let mut rounds = 0;
+        while send_now(&tcp, &chunk).unwrap() > 0 {
+            rounds += 1;
+            assert!(rounds < 10_000, "the socket never filled");
+        }
+        assert_eq!(send_now(&tcp, &chunk).unwrap(), 0);
+    }
 }

@@ -49,32 +49,6 @@ impl Stream {
         }
     }
 
-    /// Writes what the socket takes of `buf` at once, without waiting on
-    /// the event loop: how many bytes went, 0 when the socket would block.
-    /// Only plain TCP writes here; TLS, WebSocket and gRPC write nothing
-    /// (0), their bytes must pass through their layer's state.
-    ///
-    /// For the first bytes on a connection just dialed: the socket is
-    /// writable, but tokio learns that only from the socket's first event,
-    /// so a write through it waits a turn of the event loop (tokio assumes
-    /// accepted sockets ready, not connected ones). The rest of `buf` goes
-    /// through `AsyncWrite` as usual.
-    pub fn write_now(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            #[cfg(unix)]
-            Stream::Tcp(tcp) if !buf.is_empty() => {
-                use rustix::io::Errno;
-                use rustix::net::{send, SendFlags};
-                match send(&*tcp, buf, SendFlags::NOSIGNAL) {
-                    Ok(sent) => Ok(sent),
-                    Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(0),
-                    Err(e) => Err(e.into()),
-                }
-            }
-            _ => Ok(0),
-        }
-    }
-
     /// The socket itself when nothing is layered over it, so bytes may move
     /// in the kernel.
     pub fn as_plain_tcp(&mut self) -> Option<&mut TcpStream> {
@@ -130,49 +104,5 @@ impl AsyncWrite for Stream {
             Stream::Ws(ws) => Pin::new(ws.as_mut()).poll_shutdown(cx),
             Stream::Grpc(grpc) => Pin::new(grpc.as_mut()).poll_shutdown(cx),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Read;
-
-    #[tokio::test]
-    async fn write_now_sends_on_a_socket_just_dialed_before_tokio_sees_it_writable() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let dialed = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        dialed.set_nonblocking(true).unwrap();
-        let tcp = TcpStream::from_std(dialed).unwrap();
-        // No event has reached the registration yet: a write through tokio
-        // would wait for the loop to turn.
-        assert_eq!(
-            tcp.try_write(b"x").unwrap_err().kind(),
-            io::ErrorKind::WouldBlock
-        );
-        let mut stream = Stream::Tcp(tcp);
-        assert_eq!(stream.write_now(b"hello").unwrap(), 5);
-        assert_eq!(stream.write_now(b"").unwrap(), 0);
-        let (mut peer, _) = listener.accept().unwrap();
-        let mut got = [0; 5];
-        peer.read_exact(&mut got).unwrap();
-        assert_eq!(&got, b"hello");
-    }
-
-    #[tokio::test]
-    async fn write_now_is_a_would_block_not_an_error_when_the_socket_is_full() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let dialed = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        dialed.set_nonblocking(true).unwrap();
-        let _peer = listener.accept().unwrap();
-        let mut stream = Stream::Tcp(TcpStream::from_std(dialed).unwrap());
-        // The peer reads nothing: both buffers fill, then nothing more goes.
-        let chunk = vec![0; 1 << 16];
-        let mut rounds = 0;
-        while stream.write_now(&chunk).unwrap() > 0 {
-            rounds += 1;
-            assert!(rounds < 10_000, "the socket never filled");
-        }
-        assert_eq!(stream.write_now(&chunk).unwrap(), 0);
     }
 }

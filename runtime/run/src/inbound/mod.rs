@@ -671,9 +671,12 @@ async fn relay_opened<C: Relayed>(
     let idle = shared.limits.load().relay_idle_timeout;
     let bytes = early.as_ref();
     if !bytes.is_empty() {
-        // A direct dial writes them at once, ahead of its socket's first
-        // event (`Stream::write_now`).
-        let sent = opened.stream.write_now(bytes)?;
+        // A direct dial takes them at once, ahead of its socket's first
+        // event.
+        let sent = match opened.stream.as_plain_tcp() {
+            Some(tcp) => etemenanki_transport::dial::send_now(tcp, bytes)?,
+            None => 0,
+        };
         opened.stream.write_all(&bytes[sent..]).await?;
     }
     drop(early);

@@ -48,11 +48,7 @@ async fn drive<C: ClientCodec>(
     let mut input = Vec::new();
     loop {
         if !out.is_empty() {
-            // At once where the transport allows: the first message goes
-            // out on a connection just dialed without a turn of the event
-            // loop first.
-            let sent = stream.write_now(&out)?;
-            stream.write_all(&out[sent..]).await?;
+            stream.write_all(&out).await?;
             stream.flush().await?;
             out.clear();
         }

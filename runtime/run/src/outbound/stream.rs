@@ -71,23 +71,6 @@ impl OutboundStream {
         }
     }
 
-    /// Writes what a transport just dialed takes of `buf` at once (see
-    /// [`Stream::write_now`]); the other kinds write nothing here (0).
-    pub fn write_now(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            OutboundStream::Transport(stream) => stream.write_now(buf),
-            OutboundStream::Prefixed(_)
-            | OutboundStream::Vless(_)
-            | OutboundStream::Shadowsocks(_)
-            | OutboundStream::Ss2022(_)
-            | OutboundStream::Vmess(_)
-            | OutboundStream::Wireguard(_)
-            | OutboundStream::Hy2(_)
-            | OutboundStream::Blackhole
-            | OutboundStream::Dns(_) => Ok(0),
-        }
-    }
-
     /// The local address of the connection, where there is one.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         let addr = match self {
