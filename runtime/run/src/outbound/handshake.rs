@@ -21,6 +21,13 @@ pub async fn handshake<C: ClientCodec>(
 ) -> io::Result<(C::Reply, Vec<u8>)> {
     let mut out = Vec::with_capacity(C::STAGING_RESERVE);
     let step = codec.start(&mut out)?;
+    // A stream just connected takes its first bytes at once, as
+    // `Connector::connect_sending` sends them for [`dial`].
+    let sent = match stream.as_plain_tcp() {
+        Some(tcp) => etemenanki_transport::dial::send_now(tcp, &out)?,
+        None => 0,
+    };
+    out.drain(..sent);
     drive(stream, codec, out, step).await
 }
 
