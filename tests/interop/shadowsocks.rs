@@ -10,11 +10,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::binaries::peer;
-use crate::support::client::{check_echo, pattern, socks5_connect, Association};
+use crate::support::client::{check_echo, check_greeting, pattern, socks5_connect, Association};
 use crate::support::etemenanki::{start_ours, Config};
 use crate::support::process::{scratch_dir, Process};
-use crate::support::servers::{free_addr, tcp_echo, udp_echo};
-use crate::support::BULK;
+use crate::support::servers::{free_addr, tcp_echo, tcp_greeter, udp_echo};
+use crate::support::{BULK, GREETING};
 
 const PASSWORD: &str = "correct horse battery staple";
 /// How long a flow with a wrong password is watched for a byte.
@@ -95,6 +95,10 @@ fn moves_bulk(test: &str, server: Server, method: &str) {
         b"hello, shadowsocks",
     );
     check_echo(socks5_connect(ours, echo, None).unwrap(), &pattern(BULK));
+    // Our request waits for the client's first bytes; to a server that
+    // speaks first, it goes alone.
+    let greeter = tcp_greeter(GREETING);
+    check_greeting(socks5_connect(ours, greeter, None).unwrap(), GREETING, test);
     etemenanki.wait_for_log(&format!("-> {echo} (sniffed None) via out@v1"));
 }
 

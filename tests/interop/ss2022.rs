@@ -11,10 +11,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::binaries::{ours, peer};
-use crate::support::client::{check_echo, pattern, socks5_connect, Association};
+use crate::support::client::{check_echo, check_greeting, pattern, socks5_connect, Association};
 use crate::support::etemenanki::serve;
 use crate::support::process::{scratch_dir, Process};
-use crate::support::servers::{free_addr, tcp_echo, udp_echo};
+use crate::support::servers::{free_addr, tcp_echo, tcp_greeter, udp_echo};
+use crate::support::GREETING;
 
 /// 1 MiB each way, as the issue asks, checked byte for byte.
 const BULK: usize = 1024 * 1024;
@@ -163,6 +164,14 @@ fn tcp_and_udp_round_trip(socks: SocketAddr, what: &str) {
     let echo = tcp_echo();
     check_echo(socks5_connect(socks, echo, None).unwrap(), what.as_bytes());
     check_echo(socks5_connect(socks, echo, None).unwrap(), &pattern(BULK));
+    // Our request waits for the client's first bytes; to a server that
+    // speaks first, it goes alone.
+    let greeter = tcp_greeter(GREETING);
+    check_greeting(
+        socks5_connect(socks, greeter, None).unwrap(),
+        GREETING,
+        what,
+    );
     let echo = udp_echo(Ipv4Addr::LOCALHOST);
     let association = Association::open(socks).unwrap();
     for payload in [what.as_bytes().to_vec(), pattern(1200)] {
@@ -175,8 +184,9 @@ fn tcp_and_udp_round_trip(socks: SocketAddr, what: &str) {
 }
 
 /// A flow under a PSK the server does not hold: the dial succeeds (the
-/// request is written and nothing awaited) but the stream never carries a
-/// byte back; it ends closed or silent, never with bytes.
+/// request leaves with the first bytes, and nothing is awaited) but the
+/// stream never carries a byte back; it ends closed or silent, never with
+/// bytes.
 fn wrong_psk_flow_fails(socks: SocketAddr) {
     let echo = tcp_echo();
     let Ok(mut stream) = socks5_connect(socks, echo, None) else {

@@ -391,6 +391,23 @@ pub fn pattern(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Reads what a server that speaks first ([`tcp_greeter`]) says before the
+/// client has sent a byte, and checks it is `banner`; then one round trip.
+///
+/// [`tcp_greeter`]: super::servers::tcp_greeter
+pub fn check_greeting(mut stream: TcpStream, banner: &[u8], what: &str) {
+    let mut got = vec![0u8; banner.len()];
+    stream
+        .read_exact(&mut got)
+        .unwrap_or_else(|e| panic!("{what}: reading the server's greeting: {e}"));
+    assert_eq!(got, banner, "{what}: the server's greeting");
+    assert_eq!(
+        echo_once(&mut stream, b"ping"),
+        b"ping",
+        "{what}: after the greeting"
+    );
+}
+
 /// Sends `payload` through `stream` to an echo server and checks that the
 /// very same bytes come back. Writing runs on its own thread, so a payload
 /// larger than the socket buffers cannot deadlock; the read stops at the

@@ -59,6 +59,22 @@ pub fn tcp_echo() -> SocketAddr {
     })
 }
 
+/// A server that speaks first, as SSH and SMTP do: sends `banner` once
+/// accepted, then echoes until end of stream.
+pub fn tcp_greeter(banner: &'static [u8]) -> SocketAddr {
+    serve_tcp(move |mut stream| {
+        if stream.write_all(banner).is_err() {
+            return;
+        }
+        let mut buf = [0u8; 1024];
+        while let Ok(n @ 1..) = stream.read(&mut buf) {
+            if stream.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    })
+}
+
 /// An HTTP/1.1 origin that answers every request with `body` and closes.
 pub fn http_origin(body: &'static [u8]) -> SocketAddr {
     serve_tcp(move |mut stream| {

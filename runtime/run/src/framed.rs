@@ -9,7 +9,9 @@
 //! - Writing: a write's bytes are copied behind the codec's headroom,
 //!   sealed where they lie and written out; a write longer than one frame
 //!   is taken in pieces, so a stream write never overflows. Backpressure is
-//!   not taking a write while sealed bytes are unwritten.
+//!   not taking a write while sealed bytes are unwritten. A header staged
+//!   ahead of the framing (a server's answer, a client's request) waits
+//!   for the first payload and leads its frames in the same write.
 //! - Reading: bytes are read into the buffer and frames opened in place;
 //!   their payloads are handed out in order. A frame that cannot fit the
 //!   buffer fails the stream: `upstream frame larger than the client
@@ -101,9 +103,11 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
         framed
     }
 
-    /// Frames `inner` as [`Framed::new`] does, with `header` (a server's
-    /// answer to the handshake, sent in clear of the framing) staged to go
-    /// out ahead of the first frame.
+    /// Frames `inner` as [`Framed::new`] does, with `header` staged ahead
+    /// of the first frame: a server's answer to the handshake, in clear of
+    /// the framing, or a client's request. It waits for the first payload
+    /// and leads its frames in the same write, so both leave in one
+    /// segment; a flush or the end sends it alone.
     pub fn with_header(inner: S, codec: C, ahead: Vec<u8>, header: &[u8]) -> Self {
         let mut framed = Self::new(inner, codec, ahead);
         if !header.is_empty() {
@@ -113,6 +117,30 @@ impl<S, C: StreamCodec, const BUF: usize> Framed<S, C, BUF> {
             framed.write = Some(header.into());
         }
         framed
+    }
+
+    /// A header still waits for the first payload ([`Framed::with_header`]).
+    pub fn holds_header(&self) -> bool {
+        !self.staged.is_empty() && self.write.as_ref().is_some_and(|buf| buf.len() != BUF)
+    }
+
+    /// Takes the waiting header out to lead the next frames, when it and a
+    /// frame fit the buffer together.
+    fn take_lead(&mut self) -> Option<Lead> {
+        if !self.holds_header() || self.staged.len() + C::HEADROOM + C::TAILROOM >= BUF {
+            return None;
+        }
+        let buf = self.write.take()?;
+        let bytes = std::mem::replace(&mut self.staged, 0..0);
+        Some(Lead { buf, bytes })
+    }
+
+    /// Puts a header taken to lead frames back, when none were sealed.
+    fn keep_lead(&mut self, lead: Option<Lead>) {
+        if let Some(Lead { buf, bytes }) = lead {
+            self.write = Some(buf);
+            self.staged = bytes;
+        }
     }
 
     /// The stream the frames travel on.
@@ -253,19 +281,32 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
         cx: &mut Context<'_>,
         from: &mut (dyn AsyncRead + Unpin),
     ) -> Poll<io::Result<usize>> {
-        ready!(self.poll_staged_keep(cx))?;
+        let lead = self.take_lead();
+        if lead.is_none() {
+            ready!(self.poll_staged_keep(cx))?;
+        }
         let mut buf = self.write_buf();
+        // Behind a waiting header, the frames start past it, and the read
+        // takes one frame's payload.
+        let skip = Lead::room(&lead);
+        let room = match skip {
+            0 => Self::FILL_ROOM,
+            _ => C::MAX_PAYLOAD.min(BUF - skip - C::HEADROOM - C::TAILROOM),
+        };
+        let frames_buf = &mut buf[skip..];
         let at = C::HEADROOM;
-        let mut read = ReadBuf::new(&mut buf[at..at + Self::FILL_ROOM]);
+        let mut read = ReadBuf::new(&mut frames_buf[at..at + room]);
         let n = match Pin::new(from).poll_read(cx, &mut read) {
             Poll::Ready(Ok(())) => read.filled().len(),
             other => {
                 // Nothing to carry: an idle direction holds no buffer.
+                self.keep_lead(lead);
                 Self::spare(buf);
                 return other.map(|done| done.map(|()| 0));
             }
         };
         if n == 0 {
+            self.keep_lead(lead);
             Self::spare(buf);
             return Poll::Ready(Ok(0));
         }
@@ -274,19 +315,21 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
         let frames = n.div_ceil(C::MAX_PAYLOAD);
         for frame in (1..frames).rev() {
             let payload = at + frame * C::MAX_PAYLOAD..at + n.min((frame + 1) * C::MAX_PAYLOAD);
-            buf.copy_within(payload, Self::fill_slot(frame));
+            frames_buf.copy_within(payload, Self::fill_slot(frame));
         }
-        let sealed = seal_frames_with(&mut self.codec, &mut buf, n, |buf, to, taken| {
+        let sealed = seal_frames_with(&mut self.codec, frames_buf, n, |buf, to, taken| {
             let from = Self::fill_slot(taken.start / C::MAX_PAYLOAD);
             if from != to {
                 buf.copy_within(from..from + taken.len(), to);
             }
         });
         match sealed {
-            Ok((sealed, taken)) if taken == n && !sealed.is_empty() && sealed.end <= BUF => {
-                Poll::Ready(self.stage(cx, buf, sealed).map(|()| n))
+            Ok((sealed, taken)) if taken == n && !sealed.is_empty() && sealed.end + skip <= BUF => {
+                let staged = Lead::lay(lead, &mut buf, sealed);
+                Poll::Ready(self.stage(cx, buf, staged).map(|()| n))
             }
             sealed => {
+                self.keep_lead(lead);
                 Self::spare(buf);
                 Poll::Ready(Err(sealed.err().unwrap_or_else(impossible_seal)))
             }
@@ -296,6 +339,33 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, 
 
 fn impossible_seal() -> io::Error {
     io::Error::other("codec sealed an impossible byte count")
+}
+
+/// A waiting header taken out of its own buffer to lead the frames sealed
+/// behind it.
+struct Lead {
+    buf: Box<[u8]>,
+    bytes: Range<usize>,
+}
+
+impl Lead {
+    /// How far behind the buffer's start the frames are sealed.
+    fn room(lead: &Option<Lead>) -> usize {
+        lead.as_ref().map_or(0, |lead| lead.bytes.len())
+    }
+
+    /// Lays `lead` in `buf` right before the frames `sealed` holds (their
+    /// range in `buf[Lead::room(..)..]`): the range of all it staged.
+    fn lay(lead: Option<Lead>, buf: &mut [u8], sealed: Range<usize>) -> Range<usize> {
+        match lead {
+            None => sealed,
+            Some(Lead { buf: header, bytes }) => {
+                let len = bytes.len();
+                buf[sealed.start..sealed.start + len].copy_from_slice(&header[bytes]);
+                sealed.start..sealed.end + len
+            }
+        }
+    }
 }
 
 impl<S: AsyncRead + Unpin, C: StreamCodec + Unpin, const BUF: usize> Framed<S, C, BUF> {
@@ -460,14 +530,23 @@ impl<S: AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> AsyncWrite
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        ready!(this.poll_staged_keep(cx))?;
+        let lead = this.take_lead();
+        if lead.is_none() {
+            ready!(this.poll_staged_keep(cx))?;
+        }
         if data.is_empty() {
+            this.keep_lead(lead);
             return Poll::Ready(Ok(0));
         }
         let mut buf = this.write_buf();
-        match seal_frames(&mut this.codec, &mut buf, data) {
-            Ok((sealed, n)) => Poll::Ready(this.stage(cx, buf, sealed).map(|()| n)),
+        let skip = Lead::room(&lead);
+        match seal_frames(&mut this.codec, &mut buf[skip..], data) {
+            Ok((sealed, n)) => {
+                let staged = Lead::lay(lead, &mut buf, sealed);
+                Poll::Ready(this.stage(cx, buf, staged).map(|()| n))
+            }
             Err(e) => {
+                this.keep_lead(lead);
                 Self::spare(buf);
                 Poll::Ready(Err(e))
             }
@@ -891,5 +970,153 @@ mod tests {
         far.shutdown().await.unwrap();
         assert!(app_side.await.unwrap() == down, "the bytes down differ");
         assert_eq!(relay.await.unwrap().unwrap(), Ended::Done);
+    }
+
+    /// Every write a stream was given, each as it came.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            data: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.get_mut().0.push(data.to_vec());
+            Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// `payload` as one Xor frame.
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut wire = (payload.len() as u16).to_be_bytes().to_vec();
+        wire.extend(payload.iter().map(|b| b ^ 0x5a));
+        wire.push(0xee);
+        wire
+    }
+
+    #[tokio::test]
+    async fn a_header_waits_for_the_first_payload_and_leads_its_frame_in_one_write() {
+        let header = b"HEADER";
+        // Filled by the relay.
+        let mut framed =
+            Framed::<_, _, 256>::with_header(Writes::default(), Xor::default(), Vec::new(), header);
+        assert!(framed.holds_header());
+        assert_eq!(fill_once(&mut framed, b"first").await, 5);
+        assert!(!framed.holds_header());
+        assert_eq!(framed.inner.0, [[&header[..], &frame(b"first")].concat()]);
+        assert_eq!(fill_once(&mut framed, b"next").await, 4);
+        assert_eq!(framed.inner.0[1], frame(b"next"), "later frames alone");
+
+        // Written to; a write longer than the room behind the header is
+        // taken in part, the rest sealed after.
+        let mut framed =
+            Framed::<_, _, 256>::with_header(Writes::default(), Xor::default(), Vec::new(), header);
+        let data = pattern(400);
+        framed.write_all(&data).await.unwrap();
+        let first = 256 - header.len() - 3;
+        assert_eq!(
+            framed.inner.0,
+            [
+                [&header[..], &frame(&data[..first])].concat(),
+                frame(&data[first..]),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_header_goes_alone_on_a_flush_or_the_end_and_stays_while_nothing_comes() {
+        let mut framed =
+            Framed::<_, _, 256>::with_header(Writes::default(), Xor::default(), Vec::new(), b"HDR");
+        // A relay read with nothing to carry yet keeps it waiting.
+        let (_app, mut silent) = tokio::io::duplex(64);
+        let polled = std::future::poll_fn(|cx| {
+            Poll::Ready(framed.poll_fill_from(cx, &mut silent).is_pending())
+        })
+        .await;
+        assert!(polled && framed.holds_header());
+        assert!(framed.inner.0.is_empty(), "nothing sent while nothing came");
+        framed.flush().await.unwrap();
+        assert!(!framed.holds_header());
+        assert_eq!(framed.inner.0, [b"HDR".to_vec()]);
+        assert_eq!(fill_once(&mut framed, b"late").await, 4);
+        assert_eq!(framed.inner.0[1], frame(b"late"));
+
+        let mut framed =
+            Framed::<_, _, 256>::with_header(Writes::default(), Xor::default(), Vec::new(), b"HDR");
+        framed.shutdown().await.unwrap();
+        assert_eq!(
+            framed.inner.0,
+            [b"HDR".to_vec(), frame(b"")],
+            "then the end"
+        );
+    }
+
+    /// The relay sends a waiting header alone once the client has said
+    /// nothing for FIRST_PAYLOAD_WAIT, so a server that speaks first is
+    /// reached; and with the client's first payload when it comes first.
+    #[tokio::test]
+    async fn the_relay_sends_a_waiting_header_alone_when_the_client_is_silent() {
+        use crate::drain::Drain;
+        use crate::relay::tests::pairs;
+        use crate::relay::{relay, FIRST_PAYLOAD_WAIT};
+        use std::time::{Duration, Instant};
+
+        for client_first in [false, true] {
+            let (mut app, mut proxy_in, proxy_out, mut far) = pairs().await;
+            let drain = Drain::default();
+            let mut guard = drain.guard();
+            let started = Instant::now();
+            let relay = tokio::spawn(async move {
+                let mut framed = Framed::<_, _, 2048>::with_header(
+                    proxy_out,
+                    Xor::default(),
+                    Vec::new(),
+                    b"HDR",
+                );
+                relay(
+                    &mut proxy_in,
+                    &mut framed,
+                    Duration::from_secs(30),
+                    &mut guard,
+                )
+                .await
+            });
+            if client_first {
+                app.write_all(b"hello").await.unwrap();
+            }
+            let mut wire = [0u8; 3];
+            tokio::time::timeout(Duration::from_secs(10), far.read_exact(&mut wire))
+                .await
+                .expect("the header never came")
+                .unwrap();
+            assert_eq!(&wire, b"HDR");
+            if client_first {
+                let mut next = vec![0u8; frame(b"hello").len()];
+                far.read_exact(&mut next).await.unwrap();
+                assert_eq!(next, frame(b"hello"), "the payload right behind it");
+            } else {
+                assert!(
+                    started.elapsed() >= FIRST_PAYLOAD_WAIT,
+                    "sent before the wait ended"
+                );
+                // The server speaks first and the client hears it.
+                far.write_all(&frame(b"banner")).await.unwrap();
+                let mut banner = [0u8; 6];
+                app.read_exact(&mut banner).await.unwrap();
+                assert_eq!(&banner, b"banner");
+            }
+            drop(app);
+            drop(far);
+            relay.await.unwrap().ok();
+        }
     }
 }

@@ -7,8 +7,9 @@
 //! ```
 //!
 //! Every `[...]` is sealed under the session key of its direction's salt,
-//! with a little-endian nonce counting every record. The request goes out
-//! whole at dial, padded since it carries no payload; the response header
+//! with a little-endian nonce counting every record. The request is staged
+//! whole by `start`, padded since it carries no payload (the runtime sends
+//! it in front of the first payload's chunks); the response header
 //! is opened as a frame of its own with no payload, so a first chunk of
 //! 0xFFFF bytes fits the buffer as every later one does.
 

@@ -31,6 +31,21 @@ pub async fn handshake<C: ClientCodec>(
     drive(stream, codec, out, step).await
 }
 
+/// What a codec that opens at once (its server answers nothing before
+/// data) sends first: its request, which waits for the first payload in
+/// the framed stream ([`crate::framed::Framed::with_header`]) rather than
+/// going out alone; the relay sends it alone when the client says nothing
+/// first ([`crate::relay::FIRST_PAYLOAD_WAIT`]).
+pub fn first_bytes<C: ClientCodec<Reply = ()>>(codec: &mut C) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(C::STAGING_RESERVE);
+    match codec.start(&mut out)? {
+        ClientStep::Open(()) => Ok(out),
+        ClientStep::Read => Err(io::Error::other(
+            "codec waits for an answer before its stream opens",
+        )),
+    }
+}
+
 /// Dials with `connector` and runs `codec` over the stream, its first
 /// bytes inside the transport's own handshake where the transport carries
 /// early data (a WebSocket's, when the plan asks for it).

@@ -11,7 +11,7 @@ use etemenanki_proto::shadowsocks::{SsDatagram, SsStream};
 use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
-use super::handshake::handshake;
+use super::handshake::first_bytes;
 use super::shadowsocks_udp::SsUdp;
 use super::OutboundStream;
 use crate::framed::Framed;
@@ -35,15 +35,18 @@ impl Shadowsocks {
         }
     }
 
-    /// Dials the server and writes the salt and the destination; the
-    /// server answers nothing, so a wrong password shows as a stream the
-    /// server closes.
+    /// Dials the server; the salt and the destination leave with the
+    /// first payload ([`first_bytes`]). The server answers nothing, so a wrong
+    /// password shows as a stream the server closes.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
-        let mut stream = self.connector.connect().await?;
+        let stream = self.connector.connect().await?;
         let mut codec = SsStream::new(&self.master, destination)?;
-        let ((), ahead) = handshake(&mut stream, &mut codec).await?;
-        Ok(OutboundStream::Shadowsocks(Box::new(Framed::new(
-            stream, codec, ahead,
+        let request = first_bytes(&mut codec)?;
+        Ok(OutboundStream::Shadowsocks(Box::new(Framed::with_header(
+            stream,
+            codec,
+            Vec::new(),
+            &request,
         ))))
     }
 

@@ -10,7 +10,7 @@ use etemenanki_proto::ss2022::{Keys, Ss2022Stream, UdpSession};
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
 
-use super::handshake::handshake;
+use super::handshake::first_bytes;
 use super::ss2022_udp::Ss2022Udp;
 use super::OutboundStream;
 use crate::framed::Framed;
@@ -37,16 +37,20 @@ impl Ss2022 {
         }
     }
 
-    /// Dials the server and writes the request, flushed: an unreachable
-    /// server is a failed dial. The server answers only with its first
-    /// payload, whose header the stream checks when it arrives.
+    /// Dials the server (an unreachable one is a failed dial); the request
+    /// leaves with the first payload ([`first_bytes`]). The server answers only
+    /// with its first payload, whose header the stream checks when it
+    /// arrives.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
-        let mut stream = self.connector.connect().await?;
+        let stream = self.connector.connect().await?;
         let mut codec =
             Ss2022Stream::new(&self.keys, destination, SystemTime::now(), SystemTime::now)?;
-        let ((), ahead) = handshake(&mut stream, &mut codec).await?;
-        Ok(OutboundStream::Ss2022(Box::new(Framed::new(
-            stream, codec, ahead,
+        let request = first_bytes(&mut codec)?;
+        Ok(OutboundStream::Ss2022(Box::new(Framed::with_header(
+            stream,
+            codec,
+            Vec::new(),
+            &request,
         ))))
     }
 

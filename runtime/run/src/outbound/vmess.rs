@@ -24,7 +24,7 @@ use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::handshake::handshake;
+use super::handshake::{first_bytes, handshake};
 use super::OutboundStream;
 use crate::framed::Framed;
 use crate::stream_datagrams::StreamDatagrams;
@@ -97,16 +97,19 @@ impl Vmess {
         Ok((request, Session::new(self.security, &entropy)))
     }
 
-    /// Dials the server and writes the request. The server answers only
-    /// with its first bytes, so the dial resolves once the request is
-    /// flushed; its response header is checked on the first read.
+    /// Dials the server; the request leaves with the first payload
+    /// ([`first_bytes`]). The server answers only with its first bytes,
+    /// whose response header is checked on the first read.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
-        let mut stream = self.connector.connect().await?;
+        let stream = self.connector.connect().await?;
         let (mut request, session) = self.request(Command::Tcp, destination)?;
-        let ((), ahead) = handshake(&mut stream, &mut request).await?;
+        let header = first_bytes(&mut request)?;
         let codec = VmessStream::new(&session)?;
-        Ok(OutboundStream::Vmess(Box::new(Framed::new(
-            stream, codec, ahead,
+        Ok(OutboundStream::Vmess(Box::new(Framed::with_header(
+            stream,
+            codec,
+            Vec::new(),
+            &header,
         ))))
     }
 

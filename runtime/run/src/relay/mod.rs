@@ -14,7 +14,7 @@ mod pool;
 
 use std::future::{poll_fn, Future};
 use std::io;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -58,7 +58,20 @@ pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
     fn buffer_len(&mut self) -> usize {
         RELAY_BUF
     }
+
+    /// The stream holds its first bytes back to send them with the first
+    /// payload (a framed client's request): the relay flushes them alone
+    /// once the client has sent nothing for [`FIRST_PAYLOAD_WAIT`], so a
+    /// protocol whose server speaks first (SSH, SMTP) still opens.
+    fn holds_first_bytes(&self) -> bool {
+        false
+    }
 }
+
+/// How long an outbound's first bytes wait for the client's first payload
+/// before they go alone ([`Relayed::holds_first_bytes`]): v2ray's and
+/// Xray's wait for the same.
+pub const FIRST_PAYLOAD_WAIT: Duration = Duration::from_millis(100);
 
 /// A stream that seals what it sends where the relay read it.
 pub trait Fills {
@@ -156,6 +169,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize
     fn drains(&mut self) -> Option<&mut dyn Drains> {
         Some(self)
     }
+
+    fn holds_first_bytes(&self) -> bool {
+        self.holds_header()
+    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Fills
@@ -215,6 +232,15 @@ impl Relayed for OutboundStream {
             _ => RELAY_BUF,
         }
     }
+
+    fn holds_first_bytes(&self) -> bool {
+        match self {
+            OutboundStream::Shadowsocks(framed) => framed.holds_header(),
+            OutboundStream::Ss2022(framed) => framed.holds_header(),
+            OutboundStream::Vmess(framed) => framed.holds_header(),
+            _ => false,
+        }
+    }
 }
 
 /// How a relay ended without an error.
@@ -266,7 +292,13 @@ async fn relay_by<C: Relayed, O: Relayed>(
     let mut up = Half::new(up);
     let mut down = Half::new(down);
     let mut last = Instant::now();
-    let mut sleep = pin!(tokio::time::sleep_until(last + idle));
+    // While the outbound holds its first bytes, the timer fires when they
+    // are to go alone; `release` once it has, until they went.
+    let mut hold = outbound
+        .holds_first_bytes()
+        .then(|| (last + FIRST_PAYLOAD_WAIT).min(last + idle));
+    let mut release = false;
+    let mut sleep = pin!(tokio::time::sleep_until(hold.unwrap_or(last + idle)));
     let mut drained = pin!(guard.closed());
     poll_fn(|cx| {
         let mut moved = false;
@@ -297,7 +329,18 @@ async fn relay_by<C: Relayed, O: Relayed>(
             if last.elapsed() >= idle {
                 return Poll::Ready(Ok(Ended::Idle));
             }
+            if hold.take().is_some() {
+                release = true;
+            }
             sleep.as_mut().reset(last + idle);
+        }
+        if release {
+            if !outbound.holds_first_bytes() {
+                release = false;
+            } else if let Poll::Ready(done) = Pin::new(&mut *outbound).poll_flush(cx) {
+                done?;
+                release = false;
+            }
         }
         Poll::Pending
     })
