@@ -138,18 +138,45 @@ async fn connect_now_or_later(socket: Socket, addr: SocketAddr) -> io::Result<Tc
 /// the event loop. The rest of `buf` goes through `AsyncWrite` as usual.
 pub fn send_now(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
     #[cfg(unix)]
-    if !buf.is_empty() {
-        use rustix::io::Errno;
-        use rustix::net::{send, SendFlags};
-        return match send(tcp, buf, SendFlags::NOSIGNAL) {
-            Ok(sent) => Ok(sent),
-            Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(0),
-            Err(e) => Err(e.into()),
-        };
-    }
+    return send_with(tcp, buf, rustix::net::SendFlags::NOSIGNAL);
     #[cfg(not(unix))]
-    let _ = (tcp, buf);
-    Ok(0)
+    {
+        let _ = (tcp, buf);
+        Ok(0)
+    }
+}
+
+/// Sends what the socket takes of `buf` at once, as [`send_now`] does, and
+/// tells the kernel more follows (MSG_MORE, Linux): the bytes wait in the
+/// socket for the next send and leave with it in one segment, or alone
+/// once TCP's cork ceiling (200 ms) passes. For a request that should lead
+/// the first payload without a timer of the caller's. 0 where the kernel
+/// has no such flag: the caller holds the bytes itself.
+pub fn send_ahead(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    #[cfg(target_os = "linux")]
+    return send_with(
+        tcp,
+        buf,
+        rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::MORE,
+    );
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (tcp, buf);
+        Ok(0)
+    }
+}
+
+#[cfg(unix)]
+fn send_with(tcp: &TcpStream, buf: &[u8], flags: rustix::net::SendFlags) -> io::Result<usize> {
+    use rustix::io::Errno;
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    match rustix::net::send(tcp, buf, flags) {
+        Ok(sent) => Ok(sent),
+        Err(Errno::WOULDBLOCK | Errno::INTR) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `ty` created non-blocking: on Linux in the socket call itself
@@ -202,5 +229,27 @@ mod tests {
             assert!(rounds < 10_000, "the socket never filled");
         }
         assert_eq!(send_now(&tcp, &chunk).unwrap(), 0);
+    }
+
+    /// Bytes sent ahead wait for the next send and arrive before it; with
+    /// no next send they arrive alone, once the kernel's cork ceiling
+    /// passes.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn bytes_sent_ahead_arrive_with_the_next_send_or_alone() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        for then in [&b"tail"[..], b""] {
+            let dialed = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            dialed.set_nonblocking(true).unwrap();
+            let tcp = TcpStream::from_std(dialed).unwrap();
+            let (mut peer, _) = listener.accept().unwrap();
+            peer.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            assert_eq!(send_ahead(&tcp, b"head").unwrap(), 4);
+            assert_eq!(send_now(&tcp, then).unwrap(), then.len());
+            let mut got = vec![0; 4 + then.len()];
+            peer.read_exact(&mut got).unwrap();
+            assert_eq!(got, [&b"head"[..], then].concat());
+        }
     }
 }

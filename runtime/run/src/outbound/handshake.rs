@@ -5,9 +5,11 @@
 
 use std::io;
 
-use etemenanki_proto::codec::{ClientCodec, ClientStep};
+use etemenanki_proto::codec::{ClientCodec, ClientStep, StreamCodec};
 use etemenanki_transport::{Connector, Stream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::framed::Framed;
 
 /// The most a handshake reads before its answer is whole: seed 000's client
 /// buffer for socks and http.
@@ -32,10 +34,8 @@ pub async fn handshake<C: ClientCodec>(
 }
 
 /// What a codec that opens at once (its server answers nothing before
-/// data) sends first: its request, which waits for the first payload in
-/// the framed stream ([`crate::framed::Framed::with_header`]) rather than
-/// going out alone; the relay sends it alone when the client says nothing
-/// first ([`crate::relay::FIRST_PAYLOAD_WAIT`]).
+/// data) sends first: its request, to lead the first payload
+/// ([`framed_with_request`]).
 pub fn first_bytes<C: ClientCodec<Reply = ()>>(codec: &mut C) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(C::STAGING_RESERVE);
     match codec.start(&mut out)? {
@@ -44,6 +44,30 @@ pub fn first_bytes<C: ClientCodec<Reply = ()>>(codec: &mut C) -> io::Result<Vec<
             "codec waits for an answer before its stream opens",
         )),
     }
+}
+
+/// `stream` framed by `codec`, with `request` leading the first payload in
+/// one segment. On plain TCP the kernel holds it
+/// ([`etemenanki_transport::dial::send_ahead`]) until the first payload's
+/// send, or sends it alone within TCP's 200 ms cork ceiling, with no timer
+/// of ours. Over TLS, WebSocket or gRPC the framed stream holds it
+/// ([`Framed::with_header`]) and the relay sends it alone when the client
+/// says nothing first ([`crate::relay::FIRST_PAYLOAD_WAIT`]).
+pub fn framed_with_request<C: StreamCodec, const BUF: usize>(
+    mut stream: Stream,
+    codec: C,
+    request: &[u8],
+) -> io::Result<Framed<Stream, C, BUF>> {
+    let sent = match stream.as_plain_tcp() {
+        Some(tcp) => etemenanki_transport::dial::send_ahead(tcp, request)?,
+        None => 0,
+    };
+    Ok(Framed::with_header(
+        stream,
+        codec,
+        Vec::new(),
+        &request[sent..],
+    ))
 }
 
 /// Dials with `connector` and runs `codec` over the stream, its first

@@ -11,7 +11,7 @@ use etemenanki_proto::shadowsocks::{SsDatagram, SsStream};
 use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
-use super::handshake::first_bytes;
+use super::handshake::{first_bytes, framed_with_request};
 use super::shadowsocks_udp::SsUdp;
 use super::OutboundStream;
 use crate::framed::Framed;
@@ -36,18 +36,15 @@ impl Shadowsocks {
     }
 
     /// Dials the server; the salt and the destination leave with the
-    /// first payload ([`first_bytes`]). The server answers nothing, so a wrong
+    /// first payload ([`framed_with_request`]). The server answers nothing, so a wrong
     /// password shows as a stream the server closes.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
         let stream = self.connector.connect().await?;
         let mut codec = SsStream::new(&self.master, destination)?;
         let request = first_bytes(&mut codec)?;
-        Ok(OutboundStream::Shadowsocks(Box::new(Framed::with_header(
-            stream,
-            codec,
-            Vec::new(),
-            &request,
-        ))))
+        Ok(OutboundStream::Shadowsocks(Box::new(framed_with_request(
+            stream, codec, &request,
+        )?)))
     }
 
     /// Resolves the server once and binds one UDP socket of its family.

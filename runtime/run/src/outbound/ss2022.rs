@@ -10,7 +10,7 @@ use etemenanki_proto::ss2022::{Keys, Ss2022Stream, UdpSession};
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
 
-use super::handshake::first_bytes;
+use super::handshake::{first_bytes, framed_with_request};
 use super::ss2022_udp::Ss2022Udp;
 use super::OutboundStream;
 use crate::framed::Framed;
@@ -38,7 +38,7 @@ impl Ss2022 {
     }
 
     /// Dials the server (an unreachable one is a failed dial); the request
-    /// leaves with the first payload ([`first_bytes`]). The server answers only
+    /// leaves with the first payload ([`framed_with_request`]). The server answers only
     /// with its first payload, whose header the stream checks when it
     /// arrives.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
@@ -46,12 +46,9 @@ impl Ss2022 {
         let mut codec =
             Ss2022Stream::new(&self.keys, destination, SystemTime::now(), SystemTime::now)?;
         let request = first_bytes(&mut codec)?;
-        Ok(OutboundStream::Ss2022(Box::new(Framed::with_header(
-            stream,
-            codec,
-            Vec::new(),
-            &request,
-        ))))
+        Ok(OutboundStream::Ss2022(Box::new(framed_with_request(
+            stream, codec, &request,
+        )?)))
     }
 
     /// Opens a UDP session: the server resolved once, one socket of its

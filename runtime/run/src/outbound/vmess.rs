@@ -24,7 +24,7 @@ use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::handshake::{first_bytes, handshake};
+use super::handshake::{first_bytes, framed_with_request, handshake};
 use super::OutboundStream;
 use crate::framed::Framed;
 use crate::stream_datagrams::StreamDatagrams;
@@ -105,12 +105,9 @@ impl Vmess {
         let (mut request, session) = self.request(Command::Tcp, destination)?;
         let header = first_bytes(&mut request)?;
         let codec = VmessStream::new(&session)?;
-        Ok(OutboundStream::Vmess(Box::new(Framed::with_header(
-            stream,
-            codec,
-            Vec::new(),
-            &header,
-        ))))
+        Ok(OutboundStream::Vmess(Box::new(framed_with_request(
+            stream, codec, &header,
+        )?)))
     }
 
     /// Opens a UDP flow to `target`, the first packet's destination.
