@@ -15,8 +15,8 @@ use crate::support::client::{
 };
 use crate::support::etemenanki::Config;
 use crate::support::process::{scratch_dir, Process};
-use crate::support::servers::{free_addr, tcp_echo, tcp_greeter, udp_echo, udp_named};
-use crate::support::{BULK, GREETING};
+use crate::support::servers::{free_addr, tcp_echo, udp_echo, udp_named};
+use crate::support::BULK;
 
 const ID: &str = "b831381d-6324-4d53-ad4f-8cda48b30811";
 const OTHER_ID: &str = "0f2d0a3c-5e71-4c9b-9a0e-2b6d3c4e5f60";
@@ -96,12 +96,7 @@ fn carries_bulk(
     check_echo(socks5_connect(front, echo, None).unwrap(), &pattern(BULK));
     // Our request waits for the client's first bytes; to a server that
     // speaks first, it goes alone.
-    let greeter = tcp_greeter(GREETING);
-    check_greeting(
-        socks5_connect(front, greeter, None).unwrap(),
-        GREETING,
-        test,
-    );
+    check_greeting(front, test);
     let log = peer.log();
     assert!(
         log.contains(&format!("127.0.0.1:{}", echo.port())),

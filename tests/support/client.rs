@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::thread;
 use std::time::Duration;
 
+use super::servers::GREETING;
 use super::WAIT;
 
 /// A username and password, for RFC 1929 or HTTP Basic.
@@ -391,16 +392,20 @@ pub fn pattern(len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Reads what a server that speaks first ([`tcp_greeter`]) says before the
-/// client has sent a byte, and checks it is `banner`; then one round trip.
+/// Through the SOCKS5 proxy at `proxy`, reaches a server that speaks first
+/// ([`tcp_greeter`]) and reads its greeting before sending a byte: whatever
+/// a proxy holds for the client's first bytes must go without them. Then
+/// one round trip.
 ///
 /// [`tcp_greeter`]: super::servers::tcp_greeter
-pub fn check_greeting(mut stream: TcpStream, banner: &[u8], what: &str) {
-    let mut got = vec![0u8; banner.len()];
+pub fn check_greeting(proxy: SocketAddr, what: &str) {
+    let mut stream = socks5_connect(proxy, super::servers::tcp_greeter(), None)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut got = vec![0u8; GREETING.len()];
     stream
         .read_exact(&mut got)
         .unwrap_or_else(|e| panic!("{what}: reading the server's greeting: {e}"));
-    assert_eq!(got, banner, "{what}: the server's greeting");
+    assert_eq!(got, GREETING, "{what}: the server's greeting");
     assert_eq!(
         echo_once(&mut stream, b"ping"),
         b"ping",

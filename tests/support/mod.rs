@@ -18,6 +18,3 @@ pub const WAIT: Duration = Duration::from_secs(10);
 
 /// The size of the bulk transfer each path carries once.
 pub const BULK: usize = 4 * 1024 * 1024;
-
-/// What a server that speaks first ([`servers::tcp_greeter`]) says.
-pub const GREETING: &[u8] = b"220 loopback greeter ready\r\n";

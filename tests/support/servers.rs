@@ -59,11 +59,14 @@ pub fn tcp_echo() -> SocketAddr {
     })
 }
 
-/// A server that speaks first, as SSH and SMTP do: sends `banner` once
+/// What a server that speaks first ([`tcp_greeter`]) says.
+pub const GREETING: &[u8] = b"220 loopback greeter ready\r\n";
+
+/// A server that speaks first, as SSH and SMTP do: sends [`GREETING`] once
 /// accepted, then echoes until end of stream.
-pub fn tcp_greeter(banner: &'static [u8]) -> SocketAddr {
-    serve_tcp(move |mut stream| {
-        if stream.write_all(banner).is_err() {
+pub fn tcp_greeter() -> SocketAddr {
+    serve_tcp(|mut stream| {
+        if stream.write_all(GREETING).is_err() {
             return;
         }
         let mut buf = [0u8; 1024];

@@ -296,7 +296,7 @@ async fn relay_by<C: Relayed, O: Relayed>(
     // are to go alone; `release` once it has, until they went.
     let mut hold = outbound
         .holds_first_bytes()
-        .then(|| (last + FIRST_PAYLOAD_WAIT).min(last + idle));
+        .then(|| last + FIRST_PAYLOAD_WAIT.min(idle));
     let mut release = false;
     let mut sleep = pin!(tokio::time::sleep_until(hold.unwrap_or(last + idle)));
     let mut drained = pin!(guard.closed());
