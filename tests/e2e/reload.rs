@@ -183,6 +183,9 @@ fn the_steps_the_runtime_logs_for_a_reload_are_the_steps_etc_plan_showed() {
     let state =
         std::env::temp_dir().join(format!("etemenanki-run-state-{}.bin", std::process::id()));
     let runtime = Runtime::start_with(&first, &["--state", state.to_str().unwrap()]);
+    // The inbounds log their binding before the state file is written;
+    // "serving" comes after it.
+    runtime.wait_for_log("serving ");
 
     let mut next: Spec = spec(
         inbounds,
