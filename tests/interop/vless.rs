@@ -211,6 +211,8 @@ pub fn fails_cleanly(ours: &Process, front: SocketAddr) {
         // Over gRPC, when the client's bytes are sent after the server
         // ended the call: the write finds the stream closed first.
         "grpc stream closed",
+        // Over gRPC, when the server resets the call instead of ending it.
+        "grpc stream reset by the server",
     ];
     while !why.iter().any(|w| ours.log().contains(w)) {
         assert!(
