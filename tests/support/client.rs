@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::thread;
 use std::time::Duration;
 
-use super::servers::GREETING;
+use super::servers::{tcp_greeter, GREETING};
 use super::WAIT;
 
 /// A username and password, for RFC 1929 or HTTP Basic.
@@ -396,11 +396,9 @@ pub fn pattern(len: usize) -> Vec<u8> {
 /// ([`tcp_greeter`]) and reads its greeting before sending a byte: whatever
 /// a proxy holds for the client's first bytes must go without them. Then
 /// one round trip.
-///
-/// [`tcp_greeter`]: super::servers::tcp_greeter
 pub fn check_greeting(proxy: SocketAddr, what: &str) {
-    let mut stream = socks5_connect(proxy, super::servers::tcp_greeter(), None)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut stream =
+        socks5_connect(proxy, tcp_greeter(), None).unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut got = vec![0u8; GREETING.len()];
     stream
         .read_exact(&mut got)

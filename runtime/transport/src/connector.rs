@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use etemenanki_ir::spec::{AddressFamily, HostPort, StreamShape, Upstream};
 use socket2::SockRef;
 
-use crate::dial::{self, Dialer};
+use crate::dial::Dialer;
 use crate::grpc::{self, GrpcSettings};
 use crate::keepalive::set_keepalive;
 use crate::resolve::{order, Resolver};
@@ -132,7 +132,7 @@ impl Connector {
     /// As [`Connector::connect`], sending what the transport allows of
     /// `first`, the stream's first bytes, as it connects: inside a
     /// WebSocket's upgrade (its early data), or on plain TCP at once,
-    /// without a turn of the event loop ([`dial::send_now`]); returns how
+    /// without a turn of the event loop ([`Stream::send_now`]); returns how
     /// many of them it sent.
     pub async fn connect_sending(&self, first: &[u8]) -> io::Result<(Stream, usize)> {
         if let Some(grpc) = &self.grpc {
@@ -149,10 +149,7 @@ impl Connector {
         let stream = self.dial().await?;
         match &self.ws {
             None => {
-                let sent = match &stream {
-                    Stream::Tcp(tcp) => dial::send_now(tcp, first)?,
-                    Stream::Tls(_) | Stream::Ws(_) | Stream::Grpc(_) => 0,
-                };
+                let sent = stream.send_now(first)?;
                 Ok((stream, sent))
             }
             Some(ws) => {

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::dial;
 use crate::grpc::GrpcStream;
 use crate::tls::TlsStream;
 use crate::ws::WsStream;
@@ -55,6 +56,26 @@ impl Stream {
         match self {
             Stream::Tcp(tcp) => Some(tcp),
             Stream::Tls(_) | Stream::Ws(_) | Stream::Grpc(_) => None,
+        }
+    }
+
+    /// Sends what the socket takes of `buf` at once ([`dial::send_now`]);
+    /// 0 when a layer is over the socket: the bytes go through
+    /// `AsyncWrite`, sealed by it.
+    pub fn send_now(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(tcp) => dial::send_now(tcp, buf),
+            Stream::Tls(_) | Stream::Ws(_) | Stream::Grpc(_) => Ok(0),
+        }
+    }
+
+    /// Sends `buf` ahead of the next send ([`dial::send_ahead`]); 0 when a
+    /// layer is over the socket, or the kernel cannot: the caller holds the
+    /// bytes itself.
+    pub fn send_ahead(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(tcp) => dial::send_ahead(tcp, buf),
+            Stream::Tls(_) | Stream::Ws(_) | Stream::Grpc(_) => Ok(0),
         }
     }
 }

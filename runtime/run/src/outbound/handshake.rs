@@ -25,10 +25,7 @@ pub async fn handshake<C: ClientCodec>(
     let step = codec.start(&mut out)?;
     // A stream just connected takes its first bytes at once, as
     // `Connector::connect_sending` sends them for [`dial`].
-    let sent = match stream.as_plain_tcp() {
-        Some(tcp) => etemenanki_transport::dial::send_now(tcp, &out)?,
-        None => 0,
-    };
+    let sent = stream.send_now(&out)?;
     out.drain(..sent);
     drive(stream, codec, out, step).await
 }
@@ -54,14 +51,11 @@ pub fn first_bytes<C: ClientCodec<Reply = ()>>(codec: &mut C) -> io::Result<Vec<
 /// ([`Framed::with_header`]) and the relay sends it alone when the client
 /// says nothing first ([`crate::relay::FIRST_PAYLOAD_WAIT`]).
 pub fn framed_with_request<C: StreamCodec, const BUF: usize>(
-    mut stream: Stream,
+    stream: Stream,
     codec: C,
     request: &[u8],
 ) -> io::Result<Framed<Stream, C, BUF>> {
-    let sent = match stream.as_plain_tcp() {
-        Some(tcp) => etemenanki_transport::dial::send_ahead(tcp, request)?,
-        None => 0,
-    };
+    let sent = stream.send_ahead(request)?;
     Ok(Framed::with_header(
         stream,
         codec,

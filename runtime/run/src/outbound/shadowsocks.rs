@@ -36,8 +36,8 @@ impl Shadowsocks {
     }
 
     /// Dials the server; the salt and the destination leave with the
-    /// first payload ([`framed_with_request`]). The server answers nothing, so a wrong
-    /// password shows as a stream the server closes.
+    /// first payload ([`framed_with_request`]). The server answers
+    /// nothing, so a wrong password shows as a stream the server closes.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
         let stream = self.connector.connect().await?;
         let mut codec = SsStream::new(&self.master, destination)?;

@@ -38,9 +38,9 @@ impl Ss2022 {
     }
 
     /// Dials the server (an unreachable one is a failed dial); the request
-    /// leaves with the first payload ([`framed_with_request`]). The server answers only
-    /// with its first payload, whose header the stream checks when it
-    /// arrives.
+    /// leaves with the first payload ([`framed_with_request`]). The server
+    /// answers only with its first payload, whose header the stream checks
+    /// when it arrives.
     pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
         let stream = self.connector.connect().await?;
         let mut codec =
