@@ -750,10 +750,9 @@ pub struct Limits {
     pub max_connections: u32,
     /// Connections in their handshake per inbound.
     pub max_handshakes: u32,
-    /// Connections in their handshake per inbound from one source (an IPv4
-    /// address, or an IPv6 /64), so one source cannot take every handshake
-    /// slot of an inbound, as nginx's `limit_conn` keeps one client from
-    /// taking a server.
+    /// The least fair share of an inbound's handshake slots one source (an
+    /// IPv4 address, or an IPv6 /64) keeps while they are scarce (more than
+    /// half in use); below that a source takes as many as it likes.
     pub max_handshakes_per_source: u32,
     pub handshake_timeout: Duration,
     pub relay_idle_timeout: Duration,

@@ -3,6 +3,7 @@
 //! Each module is one area of behaviour; the plans are written from specs
 //! (plan.rs) and served by [`runtime::Runtime`].
 
+mod admission;
 mod balancer;
 mod chain;
 mod etc;

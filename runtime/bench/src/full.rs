@@ -264,16 +264,9 @@ pub fn etemenanki_server(chain: Chain, port: u16, pki: Option<&Pki>) -> String {
             )
         }
     };
-    // Every connection of the chain comes from the one client on
-    // 127.0.0.1, and the bench opens its 1,000 idle connections faster
-    // than a loaded machine lets the server finish their handshakes: at
-    // the default of 64 handshakes per source the server drops the rest
-    // (`handshake limit of this source reached`), as no peer server does,
-    // and the idle figure cannot be taken.
     format!(
         "[[inbound]]\ntag = \"in\"\nprotocol = \"{}\"\nlisten = \"127.0.0.1\"\nport = {port}\n{tables}\n\
-         [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n\n\
-         [limits]\nmax_handshakes_per_source = 2048\n",
+         [[outbound]]\ntag = \"direct\"\nprotocol = \"freedom\"\n\n[route]\ndefault = \"direct\"\n",
         protocol_name(chain)
     )
 }

@@ -126,6 +126,7 @@ pub(super) fn bind(
         shared,
         accept: None,
         udp_task: None,
+        report: None,
         stop: watch::channel(()).0,
     })
 }
@@ -141,13 +142,12 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
     while let Some(incoming) = listener.server.accept().await {
         let peer = incoming.remote_address();
         // One permit per QUIC connection, taken before the handshake.
-        let (session, handshake) = match shared.admission.admit(peer.ip(), &shared.limits.load()) {
-            Ok(admitted) => admitted,
-            Err(reason) => {
-                tracing::debug!("refusing a hysteria2 handshake; {reason} (from {peer})");
-                incoming.refuse();
-                continue;
-            }
+        // What admission turns away is counted for the inbound's report.
+        let Ok((session, handshake, shed)) =
+            shared.admission.admit(peer.ip(), &shared.limits.load())
+        else {
+            incoming.refuse();
+            continue;
         };
         let (listener, shared, mut stop) = (listener.clone(), shared.clone(), stop.clone());
         tokio::spawn(async move {
@@ -160,6 +160,10 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
             let authenticated = tokio::select! {
                 biased;
                 _ = stop.changed() => return,
+                () = shed.wait() => {
+                    tracing::debug!("hysteria2 handshake from {peer} shed: its source was over its fair share of handshake slots");
+                    return;
+                }
                 // On the heap: QUIC's and HTTP/3's handshakes are
                 // kilobytes the connection's task need not keep.
                 done = tokio::time::timeout(limit, Box::pin(listener.server.handshake(incoming, &config))) => done,

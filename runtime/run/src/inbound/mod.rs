@@ -38,7 +38,7 @@ use crate::connect::Opened;
 use crate::dial::Dialer;
 use crate::plane::Plane;
 use crate::relay::{relay, Ended, Relayed};
-use admission::{Admission, Handshaking};
+use admission::{Admission, Handshaking, Shed};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
@@ -271,6 +271,8 @@ pub struct Inbound {
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
     udp_task: Option<JoinHandle<()>>,
+    /// Logs what admission turned away, once a second.
+    report: Option<JoinHandle<()>>,
     /// A hysteria2 inbound's QUIC server, in place of the TCP listener.
     quic: Option<hysteria2::Listener>,
     /// Connections end when this sender is dropped.
@@ -339,6 +341,7 @@ impl Inbound {
             shared,
             accept: None,
             udp_task: None,
+            report: None,
             quic: None,
             stop: watch::channel(()).0,
         })
@@ -380,6 +383,12 @@ impl Inbound {
             let shared = self.shared.clone();
             let stop = self.stop.subscribe();
             self.accept = Some(tokio::spawn(hysteria2::serve(quic, shared, stop)));
+        }
+        if self.report.is_none() {
+            let shared = self.shared.clone();
+            self.report = Some(tokio::spawn(async move {
+                shared.admission.report(&shared.tag).await
+            }));
         }
         if self.udp_task.is_none() {
             if let Some(udp) = self.udp.as_ref() {
@@ -431,7 +440,10 @@ pub struct Handoff {
 
 impl Drop for Inbound {
     fn drop(&mut self) {
-        for task in [&self.accept, &self.udp_task].into_iter().flatten() {
+        for task in [&self.accept, &self.udp_task, &self.report]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
     }
@@ -453,13 +465,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
                 continue;
             }
         };
-        // Admission before reading, never waiting.
-        let (session, handshake) = match shared.admission.admit(peer.ip(), &shared.limits.load()) {
-            Ok(admitted) => admitted,
-            Err(reason) => {
-                tracing::debug!("dropping inbound connection; {reason} (from {peer})");
-                continue;
-            }
+        // Admission before reading, never waiting; what it turns away is
+        // counted and reported once a second.
+        let Ok((session, handshake, shed)) =
+            shared.admission.admit(peer.ip(), &shared.limits.load())
+        else {
+            continue;
         };
         let shared = shared.clone();
         let mut stop = stop.clone();
@@ -469,6 +480,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
             let served = tokio::select! {
                 biased;
                 _ = stop.changed() => Ok(()),
+                () = shed.wait() => Err(shed_error()),
                 served = serve(&shared, socket, peer, handshake) => served,
             };
             if let Err(e) = served {
@@ -481,6 +493,14 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
             drop(session);
         });
     }
+}
+
+/// How a connection shed to make room for another source ends.
+fn shed_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "shed in its handshake: its source was over its fair share of handshake slots",
+    )
 }
 
 /// A connection aborted before accept, or an interrupted call, is retried at
@@ -532,19 +552,23 @@ async fn serve_grpc(
                     Some(stream) => stream?,
                     None => return Ok(()),
                 };
-                let handshake = match first.take() {
-                    Some(handshake) => handshake,
+                // The first stream's slot is the connection's, which is shed
+                // with the whole connection.
+                let (handshake, shed) = match first.take() {
+                    Some(first) => (first, Shed::never()),
                     None => match shared.admission.handshake(peer.ip(), &shared.limits.load()) {
-                        Ok(handshake) => handshake,
-                        Err(reason) => {
-                            tracing::debug!("dropping a grpc stream; {reason} (from {peer})");
-                            continue;
-                        }
+                        Ok(admitted) => admitted,
+                        // Counted for the inbound's report.
+                        Err(_) => continue,
                     },
                 };
                 let shared = shared.clone();
                 streams.spawn(async move {
-                    if let Err(e) = serve_stream(&shared, stream, peer, handshake).await {
+                    let served = tokio::select! {
+                        () = shed.wait() => Err(shed_error()),
+                        served = serve_stream(&shared, stream, peer, handshake) => served,
+                    };
+                    if let Err(e) = served {
                         tracing::debug!(
                             "{} stream from {} ended: {e}",
                             shared.spec.protocol.name(),
