@@ -1,28 +1,8 @@
-//! etemenanki-run: executes a compiled plan.bin.
-//!
-//! It parses no configuration language, fills in no default and makes no
-//! policy decision of its own: it serves the frozen plan.
+//! etemenanki-run: executes a compiled plan.bin. A thin command line over
+//! the `etemenanki_run` library: its arguments, its logs, the signals and
+//! the plan file's watch; the library builds, serves and reloads.
 
-mod apply;
-mod balancer;
-mod connect;
-mod dns;
-mod drain;
-mod fanout;
-mod framed;
-mod id;
-mod inbound;
-mod names;
-mod outbound;
-mod own_inbounds;
-mod plan_file;
-mod plane;
-mod relay;
-mod route;
-mod stream_datagrams;
-
-use etemenanki_transport::{buffers, dial, resolve};
-
+use etemenanki_run::{apply, plan_file};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
