@@ -182,7 +182,8 @@ fn one_silent_source_cannot_keep_an_inbound_closed_to_everyone_else() {
     let mut silent: Vec<TcpStream> = (0..9)
         .map(|_| TcpStream::connect(runtime.addr("in")).unwrap())
         .collect();
-    runtime.wait_for_log("inbound in: refused 1 connection in the last second: handshake slots full");
+    runtime
+        .wait_for_log("inbound in: refused 1 connection in the last second: handshake slots full");
     // Another source within its share takes the slot of the oldest.
     let mut other = socks5_connect_from([127, 0, 0, 2].into(), runtime.addr("in"), echo, None)
         .expect("another source is admitted");

@@ -262,7 +262,9 @@ fn a_limits_change_reaches_a_reused_inbound() {
     refused.set_read_timeout(Some(WAIT)).unwrap();
     let mut buf = [0u8; 1];
     assert!(matches!(refused.read(&mut buf), Ok(0) | Err(_)));
-    runtime.wait_for_log("inbound in: refused 1 connection in the last second: live connection slots full");
+    runtime.wait_for_log(
+        "inbound in: refused 1 connection in the last second: live connection slots full",
+    );
     assert_eq!(echo_once(&mut held, b"still"), b"still");
 }
 

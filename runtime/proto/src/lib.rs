@@ -25,3 +25,7 @@ pub mod ws;
 mod testing;
 
 pub use addr::Address;
+
+/// The largest UDP payload any protocol here carries, and what a buffer
+/// that receives one must hold.
+pub const MAX_DATAGRAM: usize = 65_535;

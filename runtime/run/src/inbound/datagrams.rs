@@ -5,6 +5,7 @@
 //! for the idle timeout. Each direction holds a buffer only while a packet
 //! waits in it: an idle association holds none.
 
+use etemenanki_proto::MAX_DATAGRAM;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::IpAddr;
@@ -20,9 +21,6 @@ use super::Shared;
 use crate::buffers;
 use crate::fanout::FanOut;
 use crate::outbound::DatagramLink;
-
-/// The largest UDP payload.
-const MAX_DATAGRAM: usize = 65_535;
 
 pub async fn relay<L: DatagramLink>(shared: &Shared, client: L, source: IpAddr) -> io::Result<()> {
     let limits = shared.limits.load_full();

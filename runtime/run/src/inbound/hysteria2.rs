@@ -6,6 +6,7 @@
 //! runtime per connection: every datagram is routed on its own through a
 //! fan-out per session, as a SOCKS association's are.
 
+use etemenanki_proto::MAX_DATAGRAM;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::future::{poll_fn, Future};
@@ -280,9 +281,6 @@ impl Relayed for ServerStream {
 /// UDP sessions one connection keeps at most; past them the one idle the
 /// longest goes.
 const MAX_SESSIONS: usize = 64;
-/// The largest UDP payload.
-const MAX_DATAGRAM: usize = 65_535;
-
 struct AbortOnDrop(JoinHandle<()>);
 
 impl Drop for AbortOnDrop {

@@ -11,6 +11,7 @@
 //! at most `MAX_CLIENTS` live at once (the least recently active makes
 //! room).
 
+use etemenanki_proto::MAX_DATAGRAM;
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
@@ -30,8 +31,6 @@ use tokio::time::{Instant, Interval};
 use super::Shared;
 use crate::fanout::FanOut;
 
-/// The largest UDP datagram.
-const MAX_DATAGRAM: usize = 65_535;
 /// Clients served at once by one socket.
 const MAX_CLIENTS: usize = 4_096;
 /// How often idle associations are looked for.

@@ -1,6 +1,7 @@
 //! SOCKS5 UDP ASSOCIATE: a relay socket that hears only the control
 //! connection's client, and a fan-out that routes every packet.
 
+use etemenanki_proto::MAX_DATAGRAM;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
@@ -21,8 +22,6 @@ use super::handshake::unspecified;
 use super::Shared;
 use crate::fanout::FanOut;
 
-/// The largest UDP payload.
-const MAX_DATAGRAM: usize = 65_535;
 /// Room for the longest SOCKS5 UDP header (a 255-byte domain) before a reply.
 const HEADROOM: usize = 3 + 1 + 1 + 255 + 2;
 

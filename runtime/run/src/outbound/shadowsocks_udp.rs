@@ -4,6 +4,7 @@
 //! opened in the caller's buffer. (A reply whose source is a domain carries
 //! that name in an Address, which allocates; servers name sources by IP.)
 
+use etemenanki_proto::MAX_DATAGRAM;
 use std::io;
 use std::net::SocketAddr;
 use std::task::{ready, Context, Poll};
@@ -18,8 +19,6 @@ use tokio::net::UdpSocket;
 use super::link::{endpoint, DatagramLink};
 use crate::buffers;
 
-/// The largest UDP payload.
-const MAX_DATAGRAM: usize = 65_535;
 /// The buffer a packet is sealed in: the codec's headroom, the largest
 /// payload and the tag.
 const SEAL_BUF: usize = SsDatagram::HEADROOM + MAX_DATAGRAM + TAG_LEN;

@@ -79,7 +79,9 @@ mod tests {
         }
         refusals.record(Refusal::Shed, start + Duration::from_millis(500));
         assert_eq!(refusals.poll_timeout(), Some(start + WINDOW));
-        assert!(refusals.handle_timeout(start + Duration::from_millis(999)).is_empty());
+        assert!(refusals
+            .handle_timeout(start + Duration::from_millis(999))
+            .is_empty());
         assert_eq!(
             refusals.handle_timeout(start + WINDOW),
             [(117, Refusal::HandshakesFull), (1, Refusal::Shed)]
