@@ -2,12 +2,10 @@
 //! and UDP as QUIC datagrams over one authenticated connection, optionally
 //! obfuscated by Salamander.
 //!
-//! The wire format ([`tcp`], [`udp`], [`auth`]), Salamander's transform,
-//! Brutal's window and the reconnect schedule ([`backoff`]) are sans-IO and
-//! tested without sockets; [`client`] and [`server`] run them over quinn.
+//! The wire format ([`tcp`], [`udp`], [`auth`]), Salamander's transform and
+//! Brutal's window are sans-IO and tested without sockets; [`client`] and [`server`] run them over quinn.
 
 pub mod auth;
-pub mod backoff;
 pub mod client;
 pub mod congestion;
 pub mod masquerade;

@@ -7,6 +7,7 @@
 
 pub mod addr;
 pub mod aead;
+pub mod backoff;
 pub mod codec;
 pub mod gun;
 pub mod http;

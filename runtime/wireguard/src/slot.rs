@@ -1,22 +1,15 @@
 //! The tunnel slot: every flow of one outbound version shares the tunnel
 //! it holds. The first flow starts it; a tunnel whose driver stopped is
 //! started again, after a backoff when starts keep failing or tunnels keep
-//! dying young (seed 000, "The connection and tunnel slots").
+//! dying young, on the schedule of [`Backoff`].
 
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
+use etemenanki_proto::backoff::Backoff;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-
-/// Backoff between starts after consecutive failures: doubled per
-/// failure from the base, capped: 2, 4, 8, 16, then 30 s.
-pub const REBUILD_BACKOFF_BASE: Duration = Duration::from_secs(1);
-pub const REBUILD_BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// A tunnel lost sooner than this after its start counts as a failure.
-pub const MIN_HEALTHY_LIFETIME: Duration = Duration::from_secs(10);
 
 /// What a slot holds: anything that can tell whether it still runs.
 pub trait Device {
@@ -40,10 +33,8 @@ pub struct Slot<D> {
 
 struct State<D> {
     device: Option<Arc<D>>,
-    /// Consecutive failed starts and short-lived tunnels.
-    failures: u32,
-    /// No start before this, after a failure.
-    retry_at: Option<Instant>,
+    /// Counts failed starts and short-lived tunnels.
+    backoff: Backoff,
 }
 
 impl<D> Default for Slot<D> {
@@ -51,18 +42,10 @@ impl<D> Default for Slot<D> {
         Slot {
             state: Mutex::new(State {
                 device: None,
-                failures: 0,
-                retry_at: None,
+                backoff: Backoff::default(),
             }),
         }
     }
-}
-
-/// The wait after `failures` consecutive failures.
-fn backoff(failures: u32) -> Duration {
-    REBUILD_BACKOFF_BASE
-        .checked_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
-        .map_or(REBUILD_BACKOFF_MAX, |d| d.min(REBUILD_BACKOFF_MAX))
 }
 
 impl<D: Device> Slot<D> {
@@ -74,22 +57,17 @@ impl<D: Device> Slot<D> {
         Fut: Future<Output = io::Result<D>>,
     {
         let mut state = self.state.lock().await;
-        let now = Instant::now();
+        let now = Instant::now().into_std();
         if let Some(device) = &state.device {
             if device.is_alive() {
                 return Ok(device.clone());
             }
             tracing::warn!("wireguard: tunnel driver stopped, rebuilding");
-            if now.saturating_duration_since(device.started()) < MIN_HEALTHY_LIFETIME {
-                state.failures = state.failures.saturating_add(1);
-                state.retry_at = Some(now + backoff(state.failures));
-            } else {
-                state.failures = 0;
-                state.retry_at = None;
-            }
+            let started = device.started().into_std();
+            state.backoff.lost(now, started);
             state.device = None;
         }
-        if state.retry_at.is_some_and(|at| now < at) {
+        if state.backoff.waiting(now) {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
                 "wireguard: tunnel is down, waiting before the next attempt",
@@ -99,13 +77,11 @@ impl<D: Device> Slot<D> {
             Ok(device) => {
                 let device = Arc::new(device);
                 state.device = Some(device.clone());
-                state.retry_at = None;
                 Ok(device)
             }
             Err(e) => {
                 tracing::warn!("wireguard: tunnel start failed: {e}");
-                state.failures = state.failures.saturating_add(1);
-                state.retry_at = Some(Instant::now() + backoff(state.failures));
+                state.backoff.failed(Instant::now().into_std());
                 Err(e)
             }
         }
@@ -115,6 +91,9 @@ impl<D: Device> Slot<D> {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use etemenanki_proto::backoff::MIN_HEALTHY_LIFETIME;
 
     use super::*;
 
@@ -135,13 +114,6 @@ mod tests {
 
     fn refused() -> io::Error {
         io::Error::new(io::ErrorKind::ConnectionRefused, "no")
-    }
-
-    #[test]
-    fn the_backoff_doubles_from_two_seconds_to_thirty() {
-        let waits: Vec<u64> = (1..=7).map(|n| backoff(n).as_secs()).collect();
-        assert_eq!(waits, [2, 4, 8, 16, 30, 30, 30]);
-        assert_eq!(backoff(u32::MAX), REBUILD_BACKOFF_MAX);
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use etemenanki_hysteria2::backoff::Backoff;
 use etemenanki_hysteria2::client::{self, ClientConfig, Connection, UdpSession};
 use etemenanki_hysteria2::{tls, Salamander};
 use etemenanki_ir::spec::{AddressFamily, HostPort, Hysteria2Spec, Obfs, Verify};
+use etemenanki_proto::backoff::Backoff;
 use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 use tokio::sync::watch;

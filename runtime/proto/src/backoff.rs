@@ -1,5 +1,8 @@
-//! When the connection slot may dial again (seed 000, "The connection and
-//! tunnel slots"), sans-IO: time comes in as `now`.
+//! When a shared connection or tunnel may be started again after it failed
+//! or died, sans-IO: time comes in as `now`. Hysteria 2's connection slot
+//! and WireGuard's tunnel slot both follow it: after consecutive failures
+//! the wait doubles from 2 s to at most 30 s, and a connection that dies
+//! within 10 s of coming up counts as a failure.
 
 use std::time::{Duration, Instant};
 
