@@ -24,7 +24,7 @@ fn connect(proxy: SocketAddr) -> io::Result<TcpStream> {
 
 /// Connects to `proxy` from the local IP `from` (a loopback address other
 /// than 127.0.0.1, say), on an ephemeral port.
-fn connect_from(from: IpAddr, proxy: SocketAddr) -> io::Result<TcpStream> {
+pub fn connect_from(from: IpAddr, proxy: SocketAddr) -> io::Result<TcpStream> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(proxy),
         socket2::Type::STREAM,
