@@ -113,7 +113,11 @@ impl Carrier for Routed {
             let (outbound, resolved) = route_stream(&self.plane, "", &flow).await?;
             refuse_the_service(&outbound)?;
             let stream = outbound
-                .connect_stream(&flow.destination, resolved.as_deref())
+                .connect_stream(
+                    &flow.destination,
+                    resolved.as_deref(),
+                    self.plane.load_full().own_inbounds(),
+                )
                 .await?;
             Ok(Box::new(stream) as Box<dyn DnsStream>)
         })

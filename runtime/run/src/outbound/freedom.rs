@@ -13,6 +13,7 @@ use super::link::DatagramLink;
 use super::link_names::LinkNames;
 
 use crate::dial::Dialer;
+use crate::own_inbounds::OwnInbounds;
 use crate::resolve::{order, Resolver};
 
 pub struct Freedom {
@@ -68,12 +69,23 @@ impl Freedom {
             .collect())
     }
 
+    /// Connects to `destination`, refusing it if any address of a name
+    /// looked up here is one of `own` inbounds (routing checked the
+    /// addresses it resolved itself, and an IP destination, already): a
+    /// name is refused as its address would be, whatever the domain
+    /// strategy, before the first connect.
     pub async fn connect(
         &self,
         destination: &Address,
         resolved: Option<&[IpAddr]>,
+        own: &OwnInbounds,
     ) -> io::Result<TcpStream> {
         let addrs = self.candidates(destination, resolved).await?;
+        if let (Address::Domain(..), None) = (destination, resolved) {
+            for addr in &addrs {
+                own.check_local(*addr)?;
+            }
+        }
         self.dialer.connect_any(&addrs).await
     }
 
@@ -210,6 +222,42 @@ mod tests {
     use crate::dial::Dialer;
 
     #[tokio::test]
+    async fn a_name_that_resolves_to_our_own_inbound_is_refused_before_any_connect() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let limits = Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default()));
+        let freedom = Freedom::new(
+            Dialer::new(SocketPolicy::default(), limits),
+            crate::dns::no_servers().destinations,
+            AddressFamily::Auto,
+        );
+        // `localhost` resolves to 127.0.0.1 and ::1: an inbound on one of
+        // them, or on a wildcard, refuses the name.
+        for inbound in [format!("127.0.0.1:{port}"), format!("[::]:{port}")] {
+            let own = OwnInbounds::new([inbound.parse().unwrap()]);
+            for name in ["localhost", "api.localhost"] {
+                let to = Address::Domain(name.into(), port);
+                let refused = freedom.connect(&to, None, &own).await.unwrap_err();
+                assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{name}");
+                assert_eq!(
+                    refused.to_string(),
+                    format!("refusing a flow to this proxy's own inbound {inbound}")
+                );
+            }
+        }
+        assert_eq!(
+            listener.accept().unwrap_err().kind(),
+            io::ErrorKind::WouldBlock,
+            "a refused name is never connected to"
+        );
+        let elsewhere = OwnInbounds::new(["127.0.0.1:1".parse().unwrap()]);
+        let to = Address::Domain("localhost".into(), port);
+        let reached = freedom.connect(&to, None, &elsewhere).await.unwrap();
+        assert_eq!(reached.peer_addr().unwrap().port(), port);
+    }
+
+    #[tokio::test]
     async fn a_name_routing_resolved_is_dialed_at_those_addresses_without_a_second_lookup() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -223,10 +271,11 @@ mod tests {
         );
         let name = Address::Domain("rebinds.example".into(), port);
         let resolved = ["127.0.0.1".parse().unwrap()];
-        let stream = freedom.connect(&name, Some(&resolved)).await.unwrap();
+        let own = OwnInbounds::default();
+        let stream = freedom.connect(&name, Some(&resolved), &own).await.unwrap();
         assert_eq!(stream.peer_addr().unwrap(), listener.local_addr().unwrap());
         assert!(
-            freedom.connect(&name, None).await.is_err(),
+            freedom.connect(&name, None, &own).await.is_err(),
             "without them the name is looked up, and this resolver finds nothing"
         );
     }

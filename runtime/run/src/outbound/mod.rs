@@ -33,6 +33,7 @@ use etemenanki_transport::{Connector, Stream};
 use crate::dial::Dialer;
 use crate::drain::Drain;
 use crate::id::OutboundId;
+use crate::own_inbounds::OwnInbounds;
 use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
@@ -193,15 +194,18 @@ impl Outbound {
 
     /// Opens a TCP flow to `destination`. `resolved` holds the addresses
     /// routing resolved a name to, if it did: a direct dial goes to those
-    /// and looks nothing up again; a proxy sends the name as it was.
+    /// and looks nothing up again; a proxy sends the name as it was. A
+    /// direct dial that looks a name up itself refuses it, before any
+    /// connect, if one of its addresses is among `own` inbounds.
     pub async fn connect_stream(
         &self,
         destination: &Address,
         resolved: Option<&[IpAddr]>,
+        own: &OwnInbounds,
     ) -> io::Result<OutboundStream> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .connect(destination, resolved)
+                .connect(destination, resolved, own)
                 .await
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
