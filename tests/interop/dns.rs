@@ -282,7 +282,12 @@ fn a_udp_answer_fits_our_own_payload_size_whatever_the_client_offers_and_comes_w
     // big.test's eight TXT records are about 2 KB: over UDP they would fit
     // the 65,535 bytes the client offers, but not the 1,232 ours does.
     for tool in [&p.dig, &p.kdig] {
-        let udp = ask(tool, dns_in, "big.test", &["TXT", "+ignore", "+bufsize=65535"]);
+        let udp = ask(
+            tool,
+            dns_in,
+            "big.test",
+            &["TXT", "+ignore", "+bufsize=65535"],
+        );
         assert!(udp.contains(" tc"), "{}:\n{udp}", tool.display());
         assert!(received(&udp) <= 1232, "{}:\n{udp}", tool.display());
         let tcp = ask(tool, dns_in, "big.test", &["TXT", "+tcp"]);

@@ -279,7 +279,10 @@ mod tests {
 
     /// How the connection ended, and after how long; a bound far past
     /// every timeout, so a connection held forever fails the test.
-    async fn ended(served: JoinHandle<io::Result<()>>, since: Instant) -> (io::Result<()>, Duration) {
+    async fn ended(
+        served: JoinHandle<io::Result<()>>,
+        since: Instant,
+    ) -> (io::Result<()>, Duration) {
         let ended = tokio::time::timeout(Duration::from_secs(3600), served)
             .await
             .expect("the connection was never closed")
@@ -338,7 +341,10 @@ mod tests {
         let query = framed_query(1);
         client.write_all(&query[..1]).await.unwrap();
         tokio::task::yield_now().await;
-        assert!(!slot_free(&inbound), "the first message holds the accept's slot");
+        assert!(
+            !slot_free(&inbound),
+            "the first message holds the accept's slot"
+        );
         client.write_all(&query[1..]).await.unwrap();
         answered(&mut client, 1).await;
         assert!(slot_free(&inbound), "a whole message gives it back");
@@ -346,7 +352,10 @@ mod tests {
         let query = framed_query(2);
         client.write_all(&query[..3]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1)).await;
-        assert!(!slot_free(&inbound), "a later message takes one at its first byte");
+        assert!(
+            !slot_free(&inbound),
+            "a later message takes one at its first byte"
+        );
         client.write_all(&query[3..]).await.unwrap();
         answered(&mut client, 2).await;
         assert!(slot_free(&inbound));
