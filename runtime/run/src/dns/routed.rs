@@ -75,7 +75,7 @@ impl Carrier for Routed {
             };
             refuse_the_service(&outbound)?;
             let _guard = outbound.drain.guard();
-            let mut link = outbound.connect_datagram(&to).await?;
+            let mut link = outbound.connect_datagram(&to, &self.plane).await?;
             poll_fn(|cx| link.poll_send_to(cx, query, &to)).await?;
             let mut buf = vec![0u8; MAX_MESSAGE];
             loop {

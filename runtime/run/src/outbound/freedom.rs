@@ -2,8 +2,10 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
+use arc_swap::ArcSwap;
 use etemenanki_ir::spec::AddressFamily;
 use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
@@ -14,6 +16,7 @@ use super::link_names::LinkNames;
 
 use crate::dial::Dialer;
 use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 use crate::resolve::{order, Resolver};
 
 pub struct Freedom {
@@ -89,8 +92,10 @@ impl Freedom {
         self.dialer.connect_any(&addrs).await
     }
 
-    /// Binds up to one UDP socket per family the address family allows.
-    pub fn bind_udp(&self) -> io::Result<ResolvingUdp> {
+    /// Binds up to one UDP socket per family the address family allows;
+    /// packets to a name resolving to one of the own inbounds of the
+    /// current `plane` are dropped.
+    pub fn bind_udp(&self, plane: Arc<ArcSwap<Plane>>) -> io::Result<ResolvingUdp> {
         let (want_v4, want_v6) = match self.family {
             AddressFamily::Ipv4Only => (true, false),
             AddressFamily::Ipv6Only => (false, true),
@@ -122,6 +127,7 @@ impl Freedom {
             resolver: self.resolver.clone(),
             family: self.family,
             names: LinkNames::default(),
+            plane,
         })
     }
 }
@@ -134,6 +140,8 @@ pub struct ResolvingUdp {
     resolver: Resolver,
     family: AddressFamily,
     names: LinkNames,
+    /// Whose own inbounds a name may not resolve to.
+    plane: Arc<ArcSwap<Plane>>,
 }
 
 impl ResolvingUdp {
@@ -162,6 +170,7 @@ impl DatagramLink for ResolvingUdp {
                     resolver,
                     family,
                     names,
+                    ..
                 } = self;
                 let (has_v4, has_v6) = (v4.is_some(), v6.is_some());
                 let found = names.poll_resolve(cx, host, |name| {
@@ -178,13 +187,18 @@ impl DatagramLink for ResolvingUdp {
                         })
                     })
                 });
-                match ready!(found) {
+                let peer = match ready!(found) {
                     Some(ip) => SocketAddr::new(ip, *port),
                     None => {
                         tracing::debug!("freedom: dropping a datagram to an unresolvable {to:?}");
                         return Poll::Ready(Ok(()));
                     }
+                };
+                if let Err(refused) = self.plane.load().own_inbounds().check(peer) {
+                    tracing::debug!("freedom: {refused} ({to}), dropping a datagram");
+                    return Poll::Ready(Ok(()));
                 }
+                peer
             }
         };
         let socket = self.socket_for(peer.is_ipv6()).ok_or_else(|| {
@@ -213,7 +227,7 @@ impl DatagramLink for ResolvingUdp {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::future::poll_fn;
 
     use etemenanki_ir::spec::{Limits, SocketPolicy};
     use tokio::net::TcpListener;
@@ -255,6 +269,40 @@ mod tests {
         let to = Address::Domain("localhost".into(), port);
         let reached = freedom.connect(&to, None, &elsewhere).await.unwrap();
         assert_eq!(reached.peer_addr().unwrap().port(), port);
+    }
+
+    #[tokio::test]
+    async fn a_datagram_to_a_name_that_resolves_to_our_own_inbound_is_dropped() {
+        let inbound = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        inbound.set_nonblocking(true).unwrap();
+        let elsewhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        elsewhere
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let plane = Arc::new(ArcSwap::from_pointee(
+            Plane::empty().with_own_inbounds([inbound.local_addr().unwrap()]),
+        ));
+        let limits = Arc::new(ArcSwap::from_pointee(Limits::default()));
+        let freedom = Freedom::new(
+            Dialer::new(SocketPolicy::default(), limits),
+            crate::dns::no_servers().destinations,
+            AddressFamily::Ipv4Only,
+        );
+        let mut link = freedom.bind_udp(plane).unwrap();
+        for (to, payload) in [(&inbound, &b"loop"[..]), (&elsewhere, b"out")] {
+            let name = Address::Domain("localhost".into(), to.local_addr().unwrap().port());
+            poll_fn(|cx| link.poll_send_to(cx, payload, &name))
+                .await
+                .unwrap();
+        }
+        let mut buf = [0u8; 16];
+        let n = elsewhere.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"out");
+        // Sent first on loopback, it would be queued by now.
+        assert_eq!(
+            inbound.recv(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
     }
 
     #[tokio::test]
