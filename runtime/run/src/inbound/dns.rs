@@ -92,6 +92,7 @@ async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr, tag: &str) {
         tracing::debug!("inbound {tag}: answering {peer} failed: {e}");
     }
 }
+
 /// A message's bytes go into room that grows, from this much and doubling,
 /// only once they fill it: a client that announces 65,535 bytes and sends
 /// one makes the connection hold 512.
@@ -162,9 +163,10 @@ where
     }
 }
 
-/// Reads one message into `message` (empty): the rest of its length, of
-/// which `len` holds `have` bytes, then its bytes as they arrive. `false`
-/// when the client closed before the length was whole.
+/// Reads one message into `message` (which holds what of it was read
+/// already): the rest of its length, of which `len` holds `have` bytes,
+/// then its bytes as they arrive. `false` when the client closed before the
+/// length was whole.
 async fn read_message<R: AsyncRead + Unpin>(
     client: &mut R,
     len: &mut [u8; 2],
