@@ -38,6 +38,15 @@ pub fn http_inbound(tag: &str) -> InboundSpec {
     }
 }
 
+pub fn dns_inbound(tag: &str) -> InboundSpec {
+    InboundSpec {
+        tag: tag.into(),
+        listen: any_port(),
+        sniff: false,
+        protocol: InboundProtocol::Dns,
+    }
+}
+
 pub fn freedom(tag: &str) -> OutboundSpec {
     OutboundSpec {
         tag: tag.into(),

@@ -204,6 +204,33 @@ fn a_connect_to_the_proxys_own_inbound_is_refused() {
 }
 
 #[test]
+fn a_name_that_resolves_to_the_proxys_own_inbound_is_refused_under_every_domain_strategy() {
+    for strategy in [
+        DomainStrategy::AsIs,
+        DomainStrategy::IpIfNonMatch,
+        DomainStrategy::IpOnDemand,
+    ] {
+        let mut spec = two_inbounds(false);
+        spec.route = RouteTable::new(vec![], "direct".into())
+            .unwrap()
+            .with_domain_strategy(strategy);
+        let runtime = Runtime::start(&spec);
+        let (socks, http) = (runtime.addr("socks-in"), runtime.addr("http-in"));
+        for own in [socks, http] {
+            for name in ["localhost", "api.localhost"] {
+                let (_, code, _) = socks5_domain(socks, 1, name.as_bytes(), own.port());
+                assert_eq!(code, 2, "{strategy} {name}:{}", own.port());
+                let target = format!("{name}:{}", own.port());
+                assert_eq!(http_status(http, &target), b"HTTP/1.1 403", "{strategy}");
+            }
+        }
+        runtime.wait_for_log(&format!(
+            "refusing a flow to this proxy's own inbound {http}"
+        ));
+    }
+}
+
+#[test]
 fn a_sniffing_inbound_refuses_its_own_address_before_its_early_success_reply() {
     let runtime = Runtime::start(&two_inbounds(true));
     let (socks, http) = (runtime.addr("socks-in"), runtime.addr("http-in"));

@@ -11,7 +11,7 @@ use etemenanki_ir::spec::{Account, BalancerSpec, InboundProtocol, Secret, Strate
 
 use crate::plan::*;
 use crate::runtime::{run_plan_bytes, Runtime};
-use crate::support::client::{exchange, socks5_connect};
+use crate::support::client::{connect_from, exchange, socks5_connect};
 use crate::support::servers::{free_addr, http_origin, tcp_echo};
 use crate::support::WAIT;
 
@@ -258,6 +258,87 @@ fn a_member_with_no_upstream_is_refused() {
         stderr.trim(),
         "etemenanki-run: building balancer pool@v1 failed: outbound direct has no upstream a TCP health probe can reach"
     );
+}
+
+/// `localhost.` A with id `id`, framed for TCP (RFC 1035 4.1 and 4.2.2):
+/// the DNS service answers it without a server.
+fn framed_localhost_query(id: u16) -> Vec<u8> {
+    let mut query = id.to_be_bytes().to_vec();
+    query.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    query.extend_from_slice(b"\x09localhost\x00\x00\x01\x00\x01");
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&query);
+    framed
+}
+
+/// Asks the DNS inbound at `dns` from `from` over TCP; the connection,
+/// still open, once the answer to `id` came.
+fn asked_over_tcp(from: [u8; 4], dns: std::net::SocketAddr, id: u16) -> TcpStream {
+    let mut stream = connect_from(from.into(), dns).unwrap();
+    stream.write_all(&framed_localhost_query(id)).unwrap();
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).unwrap();
+    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut answer).unwrap();
+    assert_eq!(answer[..2], id.to_be_bytes());
+    stream
+}
+
+/// Whether the server closed `stream` (an end of stream or a reset) with
+/// no byte sent, rather than holding it past the read timeout.
+fn closed(stream: &mut TcpStream) -> bool {
+    match stream.read(&mut [0u8; 1]) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+#[test]
+fn a_partial_dns_message_holds_a_handshake_slot_of_its_source_until_its_deadline() {
+    let mut spec = spec(
+        vec![dns_inbound("dns-in")],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.limits.max_connections = 64;
+    spec.limits.max_handshakes = 4;
+    spec.limits.max_handshakes_per_source = 1;
+    spec.limits.handshake_timeout = Duration::from_secs(1);
+    let runtime = Runtime::start(&spec);
+    let dns = runtime.addr("dns-in");
+    // Clients that asked and stay open hold no slot ...
+    let asked: Vec<TcpStream> = (0..8)
+        .map(|id| asked_over_tcp([127, 0, 0, 1], dns, id))
+        .collect();
+    // ... one whose message is partial holds one: four take every slot,
+    // the fifth is dropped unread.
+    let partial: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = connect_from([127, 0, 0, 1].into(), dns).unwrap();
+            stream.write_all(&[0xff, 0xff, 0]).unwrap();
+            stream
+        })
+        .collect();
+    let mut fifth = connect_from([127, 0, 0, 1].into(), dns).unwrap();
+    let _ = fifth.write_all(&framed_localhost_query(99));
+    assert!(closed(&mut fifth));
+    runtime.wait_for_log(
+        "inbound dns-in: refused 1 connection in the last second: handshake slots full",
+    );
+    // Another source is still answered: it takes the oldest partial's slot.
+    drop(asked_over_tcp([127, 0, 0, 2], dns, 100));
+    // That one is closed at once, the others at the deadline, and their
+    // source is answered again.
+    for mut stream in partial {
+        assert!(closed(&mut stream));
+    }
+    runtime.wait_for_log("inbound handshake timed out after 1s");
+    drop(asked_over_tcp([127, 0, 0, 1], dns, 101));
+    drop(asked);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::binaries::peer;
 use crate::support::certs::Pki;
-use crate::support::client::{socks5_connect, Association};
+use crate::support::client::{socks5_connect, socks5_connect_to, Association, Target};
 use crate::support::etemenanki::start_ours;
 use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::free_addr;
@@ -247,6 +247,83 @@ fn a_truncated_answer_is_asked_again_over_tcp_upstream_and_by_the_client() {
     // resolver could only have had from dnsmasq over TCP.
     let tcp = ask(&p.dig, dns_in, "big.test", &["TXT"]);
     assert!(tcp.contains("ANSWER: 8"), "{tcp}");
+}
+
+/// The size of the answer dig (`MSG SIZE  rcvd: N`) or kdig (`Received N
+/// B`) printed.
+fn received(output: &str) -> usize {
+    output
+        .lines()
+        .find_map(|l| {
+            let n = l
+                .strip_prefix(";; MSG SIZE  rcvd: ")
+                .or_else(|| l.strip_prefix(";; Received ")?.split(' ').next())?;
+            n.trim().parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no answer size in:\n{output}"))
+}
+
+#[test]
+fn a_udp_answer_fits_our_own_payload_size_whatever_the_client_offers_and_comes_whole_over_tcp() {
+    let test = "a_udp_answer_fits_our_own_payload_size";
+    let Some(p) = peers(test) else { return };
+    let dir = scratch_dir(test);
+    let (_dnsmasq, server) = start_dnsmasq(&p.dnsmasq, &dir);
+    let dns_in = free_addr();
+    let _ours = ours(
+        &dir,
+        &format!(
+            "inbound local-dns dns {{ listen = {dns_in} }}\n\
+             outbound direct freedom {{}}\n\
+             dns {{ servers = [{server}] }}\n"
+        ),
+        &[dns_in],
+    );
+    // big.test's eight TXT records are about 2 KB: over UDP they would fit
+    // the 65,535 bytes the client offers, but not the 1,232 ours does.
+    for tool in [&p.dig, &p.kdig] {
+        let udp = ask(
+            tool,
+            dns_in,
+            "big.test",
+            &["TXT", "+ignore", "+bufsize=65535"],
+        );
+        assert!(udp.contains(" tc"), "{}:\n{udp}", tool.display());
+        assert!(received(&udp) <= 1232, "{}:\n{udp}", tool.display());
+        let tcp = ask(tool, dns_in, "big.test", &["TXT", "+tcp"]);
+        assert!(received(&tcp) > 2000, "{}:\n{tcp}", tool.display());
+        assert!(!tcp.contains(" tc"), "{}:\n{tcp}", tool.display());
+    }
+    // Without EDNS the bound is 512.
+    let plain = ask(&p.dig, dns_in, "big.test", &["TXT", "+ignore", "+noedns"]);
+    assert!(plain.contains(" tc"), "{plain}");
+    assert!(received(&plain) <= 512, "{plain}");
+}
+
+#[test]
+fn a_name_whose_dns_answer_is_our_own_inbound_is_refused_before_connecting() {
+    let test = "a_name_whose_dns_answer_is_our_own_inbound";
+    let Some(p) = peers(test) else { return };
+    let dir = scratch_dir(test);
+    let (_dnsmasq, server) = start_dnsmasq(&p.dnsmasq, &dir);
+    let socks = free_addr();
+    // The default domain strategy, as_is: routing looks no name up, the
+    // direct dial does.
+    let ours = ours(
+        &dir,
+        &format!(
+            "inbound socks-in socks {{ listen = {socks} }}\n\
+             outbound direct freedom {{}}\n\
+             dns {{ servers = [{server}] }}\n"
+        ),
+        &[socks],
+    );
+    // proxy.test is 127.0.0.1 in dnsmasq's zone.
+    let refused = socks5_connect_to(socks, Target::Name("proxy.test", socks.port())).unwrap_err();
+    assert_eq!(refused.to_string(), "socks reply 2");
+    ours.wait_for_log(&format!(
+        "refusing a flow to this proxy's own inbound {socks}"
+    ));
 }
 
 #[test]

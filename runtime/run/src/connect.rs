@@ -46,7 +46,11 @@ pub async fn open_stream(
         let (outbound, resolved) = route_stream(plane, inbound_tag, flow).await?;
         let guard = outbound.drain.guard();
         let stream = outbound
-            .connect_stream(&flow.destination, resolved.as_deref())
+            .connect_stream(
+                &flow.destination,
+                resolved.as_deref(),
+                plane.load_full().own_inbounds(),
+            )
             .await?;
         Ok(Opened {
             stream,

@@ -141,7 +141,7 @@ impl FanOut {
             tracing::debug!("udp fan-out: too many opens in flight, dropping a packet");
             return Poll::Ready(());
         }
-        let mut future = outbound.connect_datagram(to);
+        let mut future = outbound.connect_datagram(to, &self.plane);
         match future.as_mut().poll(cx) {
             // Opened at once (freedom, blackhole): send without holding.
             Poll::Ready(Ok(link)) => {

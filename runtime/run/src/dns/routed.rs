@@ -75,7 +75,7 @@ impl Carrier for Routed {
             };
             refuse_the_service(&outbound)?;
             let _guard = outbound.drain.guard();
-            let mut link = outbound.connect_datagram(&to).await?;
+            let mut link = outbound.connect_datagram(&to, &self.plane).await?;
             poll_fn(|cx| link.poll_send_to(cx, query, &to)).await?;
             let mut buf = vec![0u8; MAX_MESSAGE];
             loop {
@@ -113,7 +113,11 @@ impl Carrier for Routed {
             let (outbound, resolved) = route_stream(&self.plane, "", &flow).await?;
             refuse_the_service(&outbound)?;
             let stream = outbound
-                .connect_stream(&flow.destination, resolved.as_deref())
+                .connect_stream(
+                    &flow.destination,
+                    resolved.as_deref(),
+                    self.plane.load_full().own_inbounds(),
+                )
                 .await?;
             Ok(Box::new(stream) as Box<dyn DnsStream>)
         })

@@ -8,9 +8,10 @@ use crate::resolve::Resolver;
 /// The UDP payload the service's answers offer (the DNS flag day's 1232).
 const EDNS_PAYLOAD: u16 = 1232;
 
-/// What carries the answer: over UDP it must fit the client's payload size
-/// (512 bytes without EDNS), or it goes out truncated, for the client to ask
-/// again over TCP.
+/// What carries the answer: over UDP it must fit the smaller of the
+/// client's payload size and the one our OPT offers (512 bytes without
+/// EDNS), or it goes out truncated, for the client to ask again over TCP,
+/// where it comes whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     Udp,
@@ -82,7 +83,7 @@ impl Service {
         }
         let bytes = response.to_vec().ok()?;
         let limit = match transport {
-            Transport::Udp => usize::from(request.max_payload().max(512)),
+            Transport::Udp => udp_limit(&request),
             Transport::Tcp => crate::resolve::MAX_MESSAGE,
         };
         if bytes.len() <= limit {
@@ -92,5 +93,38 @@ impl Service {
         response.take_name_servers();
         response.set_truncated(true);
         response.to_vec().ok()
+    }
+}
+
+/// The largest UDP answer to `request`: the payload size its OPT offers,
+/// capped by the one ours offers, so a query of a few dozen bytes asking
+/// for 65,535 cannot draw kilobytes; 512 without EDNS, and never less.
+fn udp_limit(request: &Message) -> usize {
+    usize::from(request.max_payload().clamp(512, EDNS_PAYLOAD))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offering(payload: Option<u16>) -> Message {
+        let mut request = Message::new();
+        if let Some(payload) = payload {
+            let mut edns = Edns::new();
+            edns.set_max_payload(payload);
+            request.set_edns(edns);
+        }
+        request
+    }
+
+    #[test]
+    fn a_udp_answer_fits_the_smaller_of_the_clients_payload_size_and_ours() {
+        let limit = |payload| udp_limit(&offering(payload));
+        assert_eq!(limit(Some(65_535)), 1232);
+        assert_eq!(limit(Some(4096)), 1232);
+        assert_eq!(limit(Some(1232)), 1232);
+        assert_eq!(limit(Some(1000)), 1000);
+        assert_eq!(limit(Some(100)), 512, "an offer under 512 counts as 512");
+        assert_eq!(limit(None), 512, "without EDNS");
     }
 }

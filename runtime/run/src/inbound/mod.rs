@@ -595,11 +595,8 @@ async fn serve_stream(
     match &*serve {
         Serve::Socks { udp } => Box::pin(socks::serve(shared, client, peer, handshake, *udp)).await,
         Serve::Http => Box::pin(http::serve(shared, client, peer, handshake)).await,
-        // No handshake to bound: the permit goes back at once.
-        Serve::Dns => {
-            drop(handshake);
-            Box::pin(dns::serve_tcp(shared, client)).await
-        }
+        // The permit goes back once the first message is whole.
+        Serve::Dns => Box::pin(dns::serve_tcp(shared, client, peer, handshake)).await,
         Serve::Hysteria2(_) => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "hysteria2 accepts no tcp connection",

@@ -2,8 +2,10 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
+use arc_swap::ArcSwap;
 use etemenanki_ir::spec::AddressFamily;
 use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
@@ -13,6 +15,8 @@ use super::link::DatagramLink;
 use super::link_names::LinkNames;
 
 use crate::dial::Dialer;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 use crate::resolve::{order, Resolver};
 
 pub struct Freedom {
@@ -68,17 +72,30 @@ impl Freedom {
             .collect())
     }
 
+    /// Connects to `destination`, refusing it if any address of a name
+    /// looked up here is one of `own` inbounds (routing checked the
+    /// addresses it resolved itself, and an IP destination, already): a
+    /// name is refused as its address would be, whatever the domain
+    /// strategy, before the first connect.
     pub async fn connect(
         &self,
         destination: &Address,
         resolved: Option<&[IpAddr]>,
+        own: &OwnInbounds,
     ) -> io::Result<TcpStream> {
         let addrs = self.candidates(destination, resolved).await?;
+        if let (Address::Domain(..), None) = (destination, resolved) {
+            for addr in &addrs {
+                own.check_local(*addr)?;
+            }
+        }
         self.dialer.connect_any(&addrs).await
     }
 
-    /// Binds up to one UDP socket per family the address family allows.
-    pub fn bind_udp(&self) -> io::Result<ResolvingUdp> {
+    /// Binds up to one UDP socket per family the address family allows;
+    /// packets to a name resolving to one of the own inbounds of the
+    /// current `plane` are dropped.
+    pub fn bind_udp(&self, plane: Arc<ArcSwap<Plane>>) -> io::Result<ResolvingUdp> {
         let (want_v4, want_v6) = match self.family {
             AddressFamily::Ipv4Only => (true, false),
             AddressFamily::Ipv6Only => (false, true),
@@ -110,6 +127,7 @@ impl Freedom {
             resolver: self.resolver.clone(),
             family: self.family,
             names: LinkNames::default(),
+            plane,
         })
     }
 }
@@ -122,6 +140,8 @@ pub struct ResolvingUdp {
     resolver: Resolver,
     family: AddressFamily,
     names: LinkNames,
+    /// Whose own inbounds a name may not resolve to.
+    plane: Arc<ArcSwap<Plane>>,
 }
 
 impl ResolvingUdp {
@@ -150,6 +170,7 @@ impl DatagramLink for ResolvingUdp {
                     resolver,
                     family,
                     names,
+                    ..
                 } = self;
                 let (has_v4, has_v6) = (v4.is_some(), v6.is_some());
                 let found = names.poll_resolve(cx, host, |name| {
@@ -166,13 +187,18 @@ impl DatagramLink for ResolvingUdp {
                         })
                     })
                 });
-                match ready!(found) {
+                let peer = match ready!(found) {
                     Some(ip) => SocketAddr::new(ip, *port),
                     None => {
                         tracing::debug!("freedom: dropping a datagram to an unresolvable {to:?}");
                         return Poll::Ready(Ok(()));
                     }
+                };
+                if let Err(refused) = self.plane.load().own_inbounds().check(peer) {
+                    tracing::debug!("freedom: {refused} ({to}), dropping a datagram");
+                    return Poll::Ready(Ok(()));
                 }
+                peer
             }
         };
         let socket = self.socket_for(peer.is_ipv6()).ok_or_else(|| {
@@ -201,13 +227,83 @@ impl DatagramLink for ResolvingUdp {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::future::poll_fn;
 
     use etemenanki_ir::spec::{Limits, SocketPolicy};
     use tokio::net::TcpListener;
 
     use super::*;
     use crate::dial::Dialer;
+
+    #[tokio::test]
+    async fn a_name_that_resolves_to_our_own_inbound_is_refused_before_any_connect() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let limits = Arc::new(arc_swap::ArcSwap::from_pointee(Limits::default()));
+        let freedom = Freedom::new(
+            Dialer::new(SocketPolicy::default(), limits),
+            crate::dns::no_servers().destinations,
+            AddressFamily::Auto,
+        );
+        // `localhost` resolves to 127.0.0.1 and ::1: an inbound on one of
+        // them, or on a wildcard, refuses the name.
+        for inbound in [format!("127.0.0.1:{port}"), format!("[::]:{port}")] {
+            let own = OwnInbounds::new([inbound.parse().unwrap()]);
+            for name in ["localhost", "api.localhost"] {
+                let to = Address::Domain(name.into(), port);
+                let refused = freedom.connect(&to, None, &own).await.unwrap_err();
+                assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{name}");
+                assert_eq!(
+                    refused.to_string(),
+                    format!("refusing a flow to this proxy's own inbound {inbound}")
+                );
+            }
+        }
+        assert_eq!(
+            listener.accept().unwrap_err().kind(),
+            io::ErrorKind::WouldBlock,
+            "a refused name is never connected to"
+        );
+        let elsewhere = OwnInbounds::new(["127.0.0.1:1".parse().unwrap()]);
+        let to = Address::Domain("localhost".into(), port);
+        let reached = freedom.connect(&to, None, &elsewhere).await.unwrap();
+        assert_eq!(reached.peer_addr().unwrap().port(), port);
+    }
+
+    #[tokio::test]
+    async fn a_datagram_to_a_name_that_resolves_to_our_own_inbound_is_dropped() {
+        let inbound = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        inbound.set_nonblocking(true).unwrap();
+        let elsewhere = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        elsewhere
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let plane = Arc::new(ArcSwap::from_pointee(
+            Plane::empty().with_own_inbounds([inbound.local_addr().unwrap()]),
+        ));
+        let limits = Arc::new(ArcSwap::from_pointee(Limits::default()));
+        let freedom = Freedom::new(
+            Dialer::new(SocketPolicy::default(), limits),
+            crate::dns::no_servers().destinations,
+            AddressFamily::Ipv4Only,
+        );
+        let mut link = freedom.bind_udp(plane).unwrap();
+        for (to, payload) in [(&inbound, &b"loop"[..]), (&elsewhere, b"out")] {
+            let name = Address::Domain("localhost".into(), to.local_addr().unwrap().port());
+            poll_fn(|cx| link.poll_send_to(cx, payload, &name))
+                .await
+                .unwrap();
+        }
+        let mut buf = [0u8; 16];
+        let n = elsewhere.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"out");
+        // Sent first on loopback, it would be queued by now.
+        assert_eq!(
+            inbound.recv(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+    }
 
     #[tokio::test]
     async fn a_name_routing_resolved_is_dialed_at_those_addresses_without_a_second_lookup() {
@@ -223,10 +319,11 @@ mod tests {
         );
         let name = Address::Domain("rebinds.example".into(), port);
         let resolved = ["127.0.0.1".parse().unwrap()];
-        let stream = freedom.connect(&name, Some(&resolved)).await.unwrap();
+        let own = OwnInbounds::default();
+        let stream = freedom.connect(&name, Some(&resolved), &own).await.unwrap();
         assert_eq!(stream.peer_addr().unwrap(), listener.local_addr().unwrap());
         assert!(
-            freedom.connect(&name, None).await.is_err(),
+            freedom.connect(&name, None, &own).await.is_err(),
             "without them the name is looked up, and this resolver finds nothing"
         );
     }

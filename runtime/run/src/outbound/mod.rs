@@ -25,6 +25,7 @@ use std::io;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
 use etemenanki_proto::ss2022::Keys;
 use etemenanki_proto::Address;
@@ -33,6 +34,8 @@ use etemenanki_transport::{Connector, Stream};
 use crate::dial::Dialer;
 use crate::drain::Drain;
 use crate::id::OutboundId;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 use crate::resolve::Dns;
 use freedom::Freedom;
 use http::Http;
@@ -193,15 +196,18 @@ impl Outbound {
 
     /// Opens a TCP flow to `destination`. `resolved` holds the addresses
     /// routing resolved a name to, if it did: a direct dial goes to those
-    /// and looks nothing up again; a proxy sends the name as it was.
+    /// and looks nothing up again; a proxy sends the name as it was. A
+    /// direct dial that looks a name up itself refuses it, before any
+    /// connect, if one of its addresses is among `own` inbounds.
     pub async fn connect_stream(
         &self,
         destination: &Address,
         resolved: Option<&[IpAddr]>,
+        own: &OwnInbounds,
     ) -> io::Result<OutboundStream> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .connect(destination, resolved)
+                .connect(destination, resolved, own)
                 .await
                 .map(|tcp| OutboundStream::Transport(Stream::Tcp(tcp))),
             Kind::Socks(socks) => socks.connect(destination).await,
@@ -229,16 +235,29 @@ impl Outbound {
     /// target of a VLESS or VMess link (seed 000, "VLESS and VMess
     /// sub-links carry one target"); the other links address every packet
     /// on its own.
-    pub fn connect_datagram(self: &Arc<Self>, toward: &Address) -> DatagramFuture {
+    ///
+    /// A direct link drops a packet to a name it resolves to one of the
+    /// own inbounds of the current `plane`, as the fan-out drops one
+    /// addressed to them.
+    pub fn connect_datagram(
+        self: &Arc<Self>,
+        toward: &Address,
+        plane: &Arc<ArcSwap<Plane>>,
+    ) -> DatagramFuture {
         let outbound = self.clone();
         let toward = toward.clone();
-        Box::pin(async move { outbound.open_datagram(&toward).await })
+        let plane = plane.clone();
+        Box::pin(async move { outbound.open_datagram(&toward, plane).await })
     }
 
-    async fn open_datagram(&self, toward: &Address) -> io::Result<OutboundDatagram> {
+    async fn open_datagram(
+        &self,
+        toward: &Address,
+        plane: Arc<ArcSwap<Plane>>,
+    ) -> io::Result<OutboundDatagram> {
         match &self.kind {
             Kind::Freedom(freedom) => freedom
-                .bind_udp()
+                .bind_udp(plane)
                 .map(|udp| OutboundDatagram::Freedom(Box::new(udp))),
             Kind::Socks(socks) => socks
                 .associate()
