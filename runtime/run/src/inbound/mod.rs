@@ -694,7 +694,7 @@ async fn relay_opened<C: Relayed>(
     if !bytes.is_empty() {
         // A direct dial takes them at once, ahead of its socket's first
         // event.
-        let sent = match opened.stream.as_plain_tcp() {
+        let sent = match opened.stream.plain_tcp() {
             Some(tcp) => etemenanki_transport::dial::send_now(tcp, bytes)?,
             None => 0,
         };

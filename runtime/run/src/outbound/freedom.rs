@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::AddressFamily;
+use etemenanki_ir::spec::{AddressFamily, OutboundProtocol};
 use etemenanki_proto::Address;
+use etemenanki_transport::Stream;
 use tokio::io::ReadBuf;
 use tokio::net::{TcpStream, UdpSocket};
 
 use super::link::DatagramLink;
 use super::link_names::LinkNames;
-
+use super::protocol::{Build, Protocol};
 use crate::dial::Dialer;
 use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
@@ -77,7 +78,7 @@ impl Freedom {
     /// addresses it resolved itself, and an IP destination, already): a
     /// name is refused as its address would be, whatever the domain
     /// strategy, before the first connect.
-    pub async fn connect(
+    pub async fn dial(
         &self,
         destination: &Address,
         resolved: Option<&[IpAddr]>,
@@ -129,6 +130,39 @@ impl Freedom {
             names: LinkNames::default(),
             plane,
         })
+    }
+}
+
+impl Protocol for Freedom {
+    type Stream = Stream;
+    type Datagram = Box<ResolvingUdp>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Freedom>> {
+        let OutboundProtocol::Freedom { address_family } = protocol else {
+            return None;
+        };
+        Some(Ok(Freedom::new(
+            with.dialer.clone(),
+            with.dns.destinations.clone(),
+            *address_family,
+        )))
+    }
+
+    async fn connect(
+        &self,
+        destination: &Address,
+        resolved: Option<&[IpAddr]>,
+        own: &OwnInbounds,
+    ) -> io::Result<Stream> {
+        self.dial(destination, resolved, own).await.map(Stream::Tcp)
+    }
+
+    async fn associate(
+        &self,
+        _: &Address,
+        plane: Arc<ArcSwap<Plane>>,
+    ) -> io::Result<Box<ResolvingUdp>> {
+        self.bind_udp(plane).map(Box::new)
     }
 }
 
@@ -252,7 +286,7 @@ mod tests {
             let own = OwnInbounds::new([inbound.parse().unwrap()]);
             for name in ["localhost", "api.localhost"] {
                 let to = Address::Domain(name.into(), port);
-                let refused = freedom.connect(&to, None, &own).await.unwrap_err();
+                let refused = freedom.dial(&to, None, &own).await.unwrap_err();
                 assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied, "{name}");
                 assert_eq!(
                     refused.to_string(),
@@ -267,7 +301,7 @@ mod tests {
         );
         let elsewhere = OwnInbounds::new(["127.0.0.1:1".parse().unwrap()]);
         let to = Address::Domain("localhost".into(), port);
-        let reached = freedom.connect(&to, None, &elsewhere).await.unwrap();
+        let reached = freedom.dial(&to, None, &elsewhere).await.unwrap();
         assert_eq!(reached.peer_addr().unwrap().port(), port);
     }
 
@@ -320,10 +354,10 @@ mod tests {
         let name = Address::Domain("rebinds.example".into(), port);
         let resolved = ["127.0.0.1".parse().unwrap()];
         let own = OwnInbounds::default();
-        let stream = freedom.connect(&name, Some(&resolved), &own).await.unwrap();
+        let stream = freedom.dial(&name, Some(&resolved), &own).await.unwrap();
         assert_eq!(stream.peer_addr().unwrap(), listener.local_addr().unwrap());
         assert!(
-            freedom.connect(&name, None, &own).await.is_err(),
+            freedom.dial(&name, None, &own).await.is_err(),
             "without them the name is looked up, and this resolver finds nothing"
         );
     }

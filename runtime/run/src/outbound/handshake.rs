@@ -6,7 +6,7 @@
 use std::io;
 
 use etemenanki_proto::codec::{ClientCodec, ClientStep, StreamCodec};
-use etemenanki_transport::{Connector, Stream};
+use etemenanki_transport::{Connector, Prefixed, Stream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::framed::Framed;
@@ -14,6 +14,15 @@ use crate::framed::Framed;
 /// The most a handshake reads before its answer is whole: seed 000's client
 /// buffer for socks and http.
 const HANDSHAKE_BUF: usize = 16 * 1024;
+
+/// A proxy's tunnel whose handshake is done, with what its server sent
+/// right after its reply, in the same read: the tunnel's first bytes.
+pub type Tunnel = Prefixed<Stream>;
+
+/// The tunnel `stream`, with `ahead`, the bytes read past the handshake.
+pub fn opened(stream: Stream, ahead: Vec<u8>) -> Tunnel {
+    Prefixed::new(ahead, stream)
+}
 
 /// Runs `codec` over `stream` until it opens, every message written and
 /// flushed. Returns the codec's reply and the bytes read past it.

@@ -6,23 +6,27 @@
 
 use std::fmt::Write as _;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use etemenanki_hysteria2::client::{self, ClientConfig, Connection, UdpSession};
 use etemenanki_hysteria2::{tls, Salamander};
-use etemenanki_ir::spec::{AddressFamily, HostPort, Hysteria2Spec, Obfs, Verify};
+use etemenanki_ir::spec::{AddressFamily, HostPort, Hysteria2Spec, Obfs, OutboundProtocol, Verify};
 use etemenanki_proto::backoff::Backoff;
 use etemenanki_proto::Address;
 use tokio::io::ReadBuf;
 use tokio::sync::watch;
 
 use super::link::DatagramLink;
-use super::OutboundStream;
+use super::protocol::{Build, Protocol};
 use crate::dial::Dialer;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
+use crate::relay::Relayed;
 use crate::resolve::{order, Resolver};
 
 pub use client::TcpStream as Hy2Stream;
@@ -101,15 +105,15 @@ impl Hysteria2 {
     }
 
     /// Opens a TCP flow to `destination` as a proxy stream.
-    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+    async fn open_tcp(&self, destination: &Address) -> io::Result<Hy2Stream> {
         let connection = self.connection().await?;
         let stream = connection.open_tcp(&destination.to_string()).await?;
-        Ok(OutboundStream::Hy2(stream))
+        Ok(stream)
     }
 
     /// Opens a UDP session; a refusal is logged once per version, since an
     /// operator routing UDP here would otherwise see nothing.
-    pub async fn associate(&self) -> io::Result<Hy2DatagramLink> {
+    async fn open_udp(&self) -> io::Result<Hy2DatagramLink> {
         let connection = self.connection().await?;
         match connection.open_udp() {
             Ok(session) => Ok(Hy2DatagramLink {
@@ -275,5 +279,45 @@ impl DatagramLink for Hy2DatagramLink {
             buf.put_slice(&payload[..n]);
             Some(source)
         })
+    }
+}
+
+impl Protocol for Hysteria2 {
+    type Stream = Hy2Stream;
+    type Datagram = Box<Hy2DatagramLink>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Hysteria2>> {
+        let OutboundProtocol::Hysteria2(spec) = protocol else {
+            return None;
+        };
+        Some(Ok(Hysteria2::new(
+            spec,
+            with.dialer.clone(),
+            with.dns.servers.clone(),
+        )))
+    }
+
+    async fn connect(
+        &self,
+        destination: &Address,
+        _: Option<&[IpAddr]>,
+        _: &OwnInbounds,
+    ) -> io::Result<Hy2Stream> {
+        self.open_tcp(destination).await
+    }
+
+    async fn associate(
+        &self,
+        _: &Address,
+        _: Arc<ArcSwap<Plane>>,
+    ) -> io::Result<Box<Hy2DatagramLink>> {
+        self.open_udp().await.map(Box::new)
+    }
+}
+
+/// A QUIC stream: bytes move through the connection.
+impl Relayed for Hy2Stream {
+    fn plain_tcp(&mut self) -> Option<&mut tokio::net::TcpStream> {
+        None
     }
 }

@@ -2,14 +2,20 @@
 //! the upstream's transport.
 
 use std::io;
+use std::net::IpAddr;
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::OutboundProtocol;
 use etemenanki_proto::socks::client::{Command, Socks5};
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
 
-use super::handshake::handshake;
+use super::handshake::{handshake, opened, Tunnel};
+use super::protocol::{Build, Protocol};
 use super::socks_udp::SocksUdp;
-use super::OutboundStream;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 
 pub struct Socks {
     connector: Connector,
@@ -17,26 +23,45 @@ pub struct Socks {
 }
 
 impl Socks {
-    pub fn new(connector: Connector, account: Option<(String, String)>) -> Socks {
-        Socks { connector, account }
-    }
-
     fn account(&self) -> Option<(&str, &str)> {
         self.account.as_ref().map(|(u, p)| (u.as_str(), p.as_str()))
+    }
+}
+
+impl Protocol for Socks {
+    type Stream = Tunnel;
+    type Datagram = Box<SocksUdp>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Socks>> {
+        let OutboundProtocol::Socks { upstream, account } = protocol else {
+            return None;
+        };
+        let account = account
+            .as_ref()
+            .map(|a| (a.user.clone(), a.pass.expose().clone()));
+        Some(
+            with.connector(upstream)
+                .map(|connector| Socks { connector, account }),
+        )
     }
 
     /// Dials the server and completes the handshake: a refusal is an error
     /// here, never a stream that fails later.
-    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+    async fn connect(
+        &self,
+        destination: &Address,
+        _: Option<&[IpAddr]>,
+        _: &OwnInbounds,
+    ) -> io::Result<Tunnel> {
         let mut stream = self.connector.connect().await?;
         let mut codec = Socks5::new(self.account(), Command::Connect(destination));
         let (_bound, ahead) = handshake(&mut stream, &mut codec).await?;
-        Ok(OutboundStream::opened(stream, ahead))
+        Ok(opened(stream, ahead))
     }
 
     /// Opens a UDP association: a control stream to the server, then a UDP
     /// socket in the family of the relay the server names.
-    pub async fn associate(&self) -> io::Result<SocksUdp> {
+    async fn associate(&self, _: &Address, _: Arc<ArcSwap<Plane>>) -> io::Result<Box<SocksUdp>> {
         let mut control = self.connector.connect().await?;
         let mut codec = Socks5::new(self.account(), Command::Associate);
         // The control stream carries nothing after the reply.
@@ -55,6 +80,6 @@ impl Socks {
             relay.set_ip(control.peer_addr()?.ip());
         }
         let socket = self.connector.dialer().bind_udp(relay.is_ipv6())?;
-        Ok(SocksUdp::new(control, socket, relay))
+        Ok(Box::new(SocksUdp::new(control, socket, relay)))
     }
 }

@@ -3,17 +3,22 @@
 //! checked and expanded once, when the outbound is built.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::OutboundProtocol;
 use etemenanki_proto::ss2022::{Keys, Ss2022Stream, UdpSession};
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
 
 use super::handshake::{first_bytes, framed_with_request};
+use super::protocol::{Build, Protocol};
 use super::ss2022_udp::Ss2022Udp;
-use super::OutboundStream;
 use crate::framed::Framed;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 
 /// Seed 000's SS2022_BUF: one chunk of 0xFFFF bytes with its overhead,
 /// the largest frame ss-rust and sing-box send; two per moving flow.
@@ -36,24 +41,52 @@ impl Ss2022 {
             keys: Arc::new(keys),
         }
     }
+}
+
+impl Protocol for Ss2022 {
+    type Stream = Box<Ss2022Framed>;
+    type Datagram = Box<Ss2022Udp>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Ss2022>> {
+        let OutboundProtocol::Ss2022 {
+            upstream,
+            method,
+            psk,
+            identity_psks,
+        } = protocol
+        else {
+            return None;
+        };
+        let identities: Vec<&[u8]> = identity_psks
+            .iter()
+            .map(|k| k.expose().as_slice())
+            .collect();
+        Some((|| {
+            let keys = Keys::new(*method, psk.expose(), &identities)?;
+            Ok(Ss2022::new(with.connector(upstream)?, keys))
+        })())
+    }
 
     /// Dials the server (an unreachable one is a failed dial); the request
     /// leaves with the first payload ([`framed_with_request`]). The server
     /// answers only with its first payload, whose header the stream checks
     /// when it arrives.
-    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+    async fn connect(
+        &self,
+        destination: &Address,
+        _: Option<&[IpAddr]>,
+        _: &OwnInbounds,
+    ) -> io::Result<Box<Ss2022Framed>> {
         let stream = self.connector.connect().await?;
         let mut codec =
             Ss2022Stream::new(&self.keys, destination, SystemTime::now(), SystemTime::now)?;
         let request = first_bytes(&mut codec)?;
-        Ok(OutboundStream::Ss2022(Box::new(framed_with_request(
-            stream, codec, &request,
-        )?)))
+        Ok(Box::new(framed_with_request(stream, codec, &request)?))
     }
 
     /// Opens a UDP session: the server resolved once, one socket of its
     /// family under the socket policy, a fresh session id.
-    pub async fn associate(&self) -> io::Result<Ss2022Udp> {
+    async fn associate(&self, _: &Address, _: Arc<ArcSwap<Plane>>) -> io::Result<Box<Ss2022Udp>> {
         let server = self
             .connector
             .server_addrs()
@@ -68,6 +101,6 @@ impl Ss2022 {
             })?;
         let socket = self.connector.dialer().bind_udp(server.is_ipv6())?;
         let session = UdpSession::new(self.keys.clone())?;
-        Ok(Ss2022Udp::new(socket, server, session))
+        Ok(Box::new(Ss2022Udp::new(socket, server, session)))
     }
 }

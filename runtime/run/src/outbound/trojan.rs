@@ -3,13 +3,19 @@
 //! upstream's transport (TLS in practice).
 
 use std::io;
+use std::net::IpAddr;
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::OutboundProtocol;
 use etemenanki_proto::trojan::{Command, PasswordHash, Request, UdpFraming};
 use etemenanki_proto::Address;
 use etemenanki_transport::{Connector, Stream};
 
-use super::handshake::handshake;
-use super::OutboundStream;
+use super::handshake::{handshake, opened, Tunnel};
+use super::protocol::{Build, Protocol};
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 use crate::stream_datagrams::StreamDatagrams;
 
 /// Seed 000's client runtime buffer for Trojan: each of a UDP link's two
@@ -32,24 +38,44 @@ impl Trojan {
             hash: PasswordHash::new(password),
         }
     }
+}
+
+impl Protocol for Trojan {
+    type Stream = Tunnel;
+    type Datagram = Box<TrojanUdp>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Trojan>> {
+        let OutboundProtocol::Trojan { upstream, password } = protocol else {
+            return None;
+        };
+        Some(
+            with.connector(upstream)
+                .map(|connector| Trojan::new(connector, password.expose())),
+        )
+    }
 
     /// Dials the server and writes the request. The server answers
     /// nothing, so the dial resolves once the request is flushed: a server
     /// that is unreachable, refuses or fails the TLS handshake fails it.
-    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+    async fn connect(
+        &self,
+        destination: &Address,
+        _: Option<&[IpAddr]>,
+        _: &OwnInbounds,
+    ) -> io::Result<Tunnel> {
         let mut stream = self.connector.connect().await?;
         let mut codec = Request::new(&self.hash, Command::Connect(destination));
         let ((), ahead) = handshake(&mut stream, &mut codec).await?;
-        Ok(OutboundStream::opened(stream, ahead))
+        Ok(opened(stream, ahead))
     }
 
     /// Opens a UDP association: the request names the UDP command and the
     /// `0.0.0.0:0` placeholder, and every packet its own address.
-    pub async fn associate(&self) -> io::Result<TrojanUdp> {
+    async fn associate(&self, _: &Address, _: Arc<ArcSwap<Plane>>) -> io::Result<Box<TrojanUdp>> {
         let mut stream = self.connector.connect().await?;
         let mut codec = Request::new(&self.hash, Command::Associate);
         let ((), ahead) = handshake(&mut stream, &mut codec).await?;
-        StreamDatagrams::new(stream, UdpFraming, &ahead)
+        StreamDatagrams::new(stream, UdpFraming, &ahead).map(Box::new)
     }
 }
 
@@ -96,12 +122,28 @@ mod tests {
         Trojan::new(connector, "abc")
     }
 
+    fn no_inbounds() -> OwnInbounds {
+        OwnInbounds::new([])
+    }
+
+    fn plane() -> Arc<ArcSwap<Plane>> {
+        Arc::new(ArcSwap::from_pointee(Plane::empty()))
+    }
+
+    fn anywhere() -> Address {
+        Address::Ip("0.0.0.0:0".parse().unwrap())
+    }
+
     #[tokio::test]
     async fn a_tunnel_opens_once_its_request_is_written_and_carries_bytes_after_it() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let outbound = trojan(listener.local_addr().unwrap().port());
         let destination = Address::Domain("example.com".into(), 443);
-        let (stream, accepted) = tokio::join!(outbound.connect(&destination), listener.accept());
+        let own = no_inbounds();
+        let (stream, accepted) = tokio::join!(
+            outbound.connect(&destination, None, &own),
+            listener.accept()
+        );
         let (mut stream, (mut server, _)) = (stream.unwrap(), accepted.unwrap());
         let mut expected = HASH_ABC.to_vec();
         expected.extend_from_slice(b"\x01\x03\x0bexample.com\x01\xbb\r\n");
@@ -124,15 +166,20 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let destination = Address::Ip("192.0.2.1:80".parse().unwrap());
-        assert!(trojan(port).connect(&destination).await.is_err());
-        assert!(trojan(port).associate().await.is_err());
+        assert!(trojan(port)
+            .connect(&destination, None, &no_inbounds())
+            .await
+            .is_err());
+        assert!(trojan(port).associate(&anywhere(), plane()).await.is_err());
     }
 
     #[tokio::test]
     async fn an_association_names_the_placeholder_and_each_packet_its_own_peer() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let outbound = trojan(listener.local_addr().unwrap().port());
-        let (link, accepted) = tokio::join!(outbound.associate(), listener.accept());
+        let toward = anywhere();
+        let (link, accepted) =
+            tokio::join!(outbound.associate(&toward, plane()), listener.accept());
         let (mut link, (mut server, _)) = (link.unwrap(), accepted.unwrap());
         let mut request = vec![0u8; HASH_ABC.len() + 10];
         server.read_exact(&mut request).await.unwrap();

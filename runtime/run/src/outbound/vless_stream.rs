@@ -3,12 +3,16 @@
 //! nothing is allocated per read); writes go straight to the transport.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use etemenanki_proto::vless::ResponseHeader;
 use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::relay::{Fills, Relayed};
 
 pub struct VlessStream {
     stream: Stream,
@@ -85,6 +89,26 @@ impl AsyncWrite for VlessStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Its writes are the stream's, and so is what the relay fills: only its
+/// reads skip the header, so it never moves bytes in the kernel.
+impl Relayed for VlessStream {
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        None
+    }
+
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
+        self.stream.fills()
+    }
+
+    fn buffer_len(&mut self) -> usize {
+        self.stream.buffer_len()
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Relayed::local_addr(&self.stream)
     }
 }
 

@@ -13,9 +13,13 @@
 //! same id start elsewhere.
 
 use std::io;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::OutboundProtocol;
 use etemenanki_ir::spec::{Uuid, VmessSecurity};
 use etemenanki_proto::vmess::{
     Command, Entropy, Request, Security, Session, User, VmessDatagram, VmessStream,
@@ -25,8 +29,10 @@ use etemenanki_transport::{Connector, Stream};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::handshake::{first_bytes, framed_with_request, handshake};
-use super::OutboundStream;
+use super::protocol::{Build, Protocol};
 use crate::framed::Framed;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
 use crate::stream_datagrams::StreamDatagrams;
 
 /// Seed 000's client runtime buffer for VMess: each of a flow's two.
@@ -96,26 +102,53 @@ impl Vmess {
         )?;
         Ok((request, Session::new(self.security, &entropy)))
     }
+}
+
+impl Protocol for Vmess {
+    type Stream = Box<VmessFramed>;
+    type Datagram = Box<VmessUdp>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Vmess>> {
+        let OutboundProtocol::Vmess {
+            upstream,
+            id,
+            security,
+        } = protocol
+        else {
+            return None;
+        };
+        Some(
+            with.connector(upstream)
+                .and_then(|connector| Vmess::new(connector, id.expose(), *security)),
+        )
+    }
 
     /// Dials the server; the request leaves with the first payload
     /// ([`first_bytes`]). The server answers only with its first bytes,
     /// whose response header is checked on the first read.
-    pub async fn connect(&self, destination: &Address) -> io::Result<OutboundStream> {
+    async fn connect(
+        &self,
+        destination: &Address,
+        _: Option<&[IpAddr]>,
+        _: &OwnInbounds,
+    ) -> io::Result<Box<VmessFramed>> {
         let stream = self.connector.connect().await?;
         let (mut request, session) = self.request(Command::Tcp, destination)?;
         let header = first_bytes(&mut request)?;
         let codec = VmessStream::new(&session)?;
-        Ok(OutboundStream::Vmess(Box::new(framed_with_request(
-            stream, codec, &header,
-        )?)))
+        Ok(Box::new(framed_with_request(stream, codec, &header)?))
     }
 
     /// Opens a UDP flow to `target`, the first packet's destination.
-    pub async fn associate(&self, target: &Address) -> io::Result<VmessUdp> {
+    async fn associate(
+        &self,
+        target: &Address,
+        _: Arc<ArcSwap<Plane>>,
+    ) -> io::Result<Box<VmessUdp>> {
         let mut stream = self.connector.connect().await?;
         let (mut request, session) = self.request(Command::Udp, target)?;
         let ((), ahead) = handshake(&mut stream, &mut request).await?;
         let codec = VmessDatagram::new(&session, target.clone())?;
-        StreamDatagrams::new(stream, codec, &ahead)
+        StreamDatagrams::new(stream, codec, &ahead).map(Box::new)
     }
 }

@@ -6,17 +6,22 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use etemenanki_ir::spec::WireguardSpec;
+use arc_swap::ArcSwap;
+use etemenanki_ir::spec::{OutboundProtocol, WireguardSpec};
 use etemenanki_proto::Address;
-use etemenanki_wireguard::{WgConnector, WgUdp};
+use etemenanki_wireguard::{WgConnector, WgStream, WgUdp};
 use tokio::io::ReadBuf;
 
 use super::link::DatagramLink;
 use super::link_names::LinkNames;
-use super::OutboundStream;
+use super::protocol::{Build, Protocol};
 use crate::dial::Dialer;
+use crate::own_inbounds::OwnInbounds;
+use crate::plane::Plane;
+use crate::relay::Relayed;
 use crate::resolve::Dns;
 
 pub struct Wireguard {
@@ -34,24 +39,34 @@ impl Wireguard {
             ),
         }
     }
+}
 
-    pub async fn connect(
+impl Protocol for Wireguard {
+    type Stream = WgStream;
+    type Datagram = Box<WgDatagram>;
+
+    fn build(protocol: &OutboundProtocol, with: &Build) -> Option<io::Result<Wireguard>> {
+        let OutboundProtocol::Wireguard(spec) = protocol else {
+            return None;
+        };
+        Some(Ok(Wireguard::new(spec, with.dialer, with.dns)))
+    }
+
+    async fn connect(
         &self,
         destination: &Address,
         resolved: Option<&[IpAddr]>,
-    ) -> io::Result<OutboundStream> {
-        self.connector
-            .connect(destination, resolved)
-            .await
-            .map(OutboundStream::Wireguard)
+        _: &OwnInbounds,
+    ) -> io::Result<WgStream> {
+        self.connector.connect(destination, resolved).await
     }
 
-    pub async fn associate(&self) -> io::Result<WgDatagram> {
-        Ok(WgDatagram {
+    async fn associate(&self, _: &Address, _: Arc<ArcSwap<Plane>>) -> io::Result<Box<WgDatagram>> {
+        Ok(Box::new(WgDatagram {
             udp: self.connector.associate().await?,
             connector: self.connector.clone(),
             names: LinkNames::default(),
-        })
+        }))
     }
 }
 
@@ -102,5 +117,12 @@ impl DatagramLink for WgDatagram {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<Address>> {
         self.udp.poll_recv_from(cx, buf).map_ok(Address::Ip)
+    }
+}
+
+/// A flow inside the tunnel: bytes move through the tunnel's own stack.
+impl Relayed for WgStream {
+    fn plain_tcp(&mut self) -> Option<&mut tokio::net::TcpStream> {
+        None
     }
 }

@@ -14,6 +14,7 @@ mod pool;
 
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -22,14 +23,13 @@ use etemenanki_proto::codec::StreamCodec;
 use etemenanki_transport::grpc::GrpcStream;
 use etemenanki_transport::tls::WIRE_BUF;
 use etemenanki_transport::ws::{WsStream, FRAME_BUF};
-use etemenanki_transport::Stream;
+use etemenanki_transport::{Prefixed, Stream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::drain::{Guard, DRAINED};
 use crate::framed::Framed;
-use crate::outbound::OutboundStream;
 use half::{Half, Mode, RELAY_BUF};
 
 /// A stream the relay moves bytes to and from.
@@ -65,6 +65,12 @@ pub trait Relayed: AsyncRead + AsyncWrite + Unpin {
     /// protocol whose server speaks first (SSH, SMTP) still opens.
     fn holds_first_bytes(&self) -> bool {
         false
+    }
+
+    /// The local address of the connection under the stream, where there
+    /// is one: what a SOCKS reply reports as bound.
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
     }
 }
 
@@ -106,6 +112,10 @@ impl Relayed for Stream {
         self.as_plain_tcp()
     }
 
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Stream::local_addr(self).ok()
+    }
+
     /// A WebSocket or gun stream decodes in its reader's buffer, so it is
     /// only filled.
     fn fills(&mut self) -> Option<&mut dyn Fills> {
@@ -128,6 +138,57 @@ impl Relayed for Stream {
             Stream::Ws(_) => FRAME_BUF,
             Stream::Tcp(_) | Stream::Grpc(_) => RELAY_BUF,
         }
+    }
+}
+
+/// A stream with bytes read ahead of it is the stream itself once they are
+/// read: before, the kernel must not move its bytes past them. What is
+/// written to it goes to the stream as it is.
+impl Relayed for Prefixed<Stream> {
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        if self.pending().is_empty() {
+            self.get_mut().as_plain_tcp()
+        } else {
+            None
+        }
+    }
+
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
+        self.get_mut().fills()
+    }
+
+    fn buffer_len(&mut self) -> usize {
+        self.get_mut().buffer_len()
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        Relayed::local_addr(self.get_ref())
+    }
+}
+
+impl<T: Relayed + ?Sized> Relayed for Box<T> {
+    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
+        (**self).plain_tcp()
+    }
+
+    fn fills(&mut self) -> Option<&mut dyn Fills> {
+        (**self).fills()
+    }
+
+    fn drains(&mut self) -> Option<&mut dyn Drains> {
+        (**self).drains()
+    }
+
+    fn buffer_len(&mut self) -> usize {
+        (**self).buffer_len()
+    }
+
+    fn holds_first_bytes(&self) -> bool {
+        (**self).holds_first_bytes()
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        (**self).local_addr()
     }
 }
 
@@ -155,11 +216,13 @@ impl Fills for GrpcStream {
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize> Relayed
-    for Framed<S, C, BUF>
-{
+impl<S: Relayed, C: StreamCodec + Unpin, const BUF: usize> Relayed for Framed<S, C, BUF> {
     fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
         None
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.get_ref().local_addr()
     }
 
     fn fills(&mut self) -> Option<&mut dyn Fills> {
@@ -196,50 +259,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin, C: StreamCodec + Unpin, const BUF: usize
         to: &mut (dyn AsyncWrite + Unpin),
     ) -> Poll<io::Result<usize>> {
         Framed::poll_drain_into(self, cx, to)
-    }
-}
-
-impl Relayed for OutboundStream {
-    fn plain_tcp(&mut self) -> Option<&mut TcpStream> {
-        self.as_plain_tcp()
-    }
-
-    fn fills(&mut self) -> Option<&mut dyn Fills> {
-        match self {
-            OutboundStream::Shadowsocks(framed) => Some(&mut **framed),
-            OutboundStream::Ss2022(framed) => Some(&mut **framed),
-            OutboundStream::Vmess(framed) => Some(&mut **framed),
-            OutboundStream::Transport(stream) => stream.fills(),
-            // Its writes are the stream's.
-            OutboundStream::Vless(vless) => vless.get_mut().fills(),
-            _ => None,
-        }
-    }
-
-    fn drains(&mut self) -> Option<&mut dyn Drains> {
-        match self {
-            OutboundStream::Shadowsocks(framed) => Some(&mut **framed),
-            OutboundStream::Ss2022(framed) => Some(&mut **framed),
-            OutboundStream::Vmess(framed) => Some(&mut **framed),
-            _ => None,
-        }
-    }
-
-    fn buffer_len(&mut self) -> usize {
-        match self {
-            OutboundStream::Transport(stream) => stream.buffer_len(),
-            OutboundStream::Vless(vless) => vless.get_mut().buffer_len(),
-            _ => RELAY_BUF,
-        }
-    }
-
-    fn holds_first_bytes(&self) -> bool {
-        match self {
-            OutboundStream::Shadowsocks(framed) => framed.holds_header(),
-            OutboundStream::Ss2022(framed) => framed.holds_header(),
-            OutboundStream::Vmess(framed) => framed.holds_header(),
-            _ => false,
-        }
     }
 }
 
@@ -604,7 +623,7 @@ pub(crate) mod tests {
         let drain = Drain::default();
         let mut guard = drain.guard();
         let relay = tokio::spawn(async move {
-            let mut outbound = OutboundStream::Blackhole;
+            let mut outbound = crate::outbound::Blackhole;
             relay(
                 &mut proxy_in,
                 &mut outbound,

@@ -10,7 +10,6 @@
 mod refusals;
 mod share;
 
-use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -91,12 +90,10 @@ impl Shed {
         Shed(oneshot::channel().1)
     }
 
-    pub fn wait(self) -> impl Future<Output = ()> {
-        async move {
-            if self.0.await.is_err() {
-                // Its handshake ended: it is served to the end.
-                std::future::pending::<()>().await;
-            }
+    pub async fn wait(self) {
+        if self.0.await.is_err() {
+            // Its handshake ended: it is served to the end.
+            std::future::pending::<()>().await;
         }
     }
 }
