@@ -244,12 +244,12 @@ pub async fn ss2022(
     salts: Arc<ss2022::server::SaltFilter>,
 ) -> io::Result<()> {
     let table = users.clone();
-    let core = ss2022::server::Core::new(users, salts);
+    let core = ss2022::server::Core::new(users, salts.clone());
     // A single-user inbound's one user changes only with its PSK, which
     // rebuilds it.
     let member =
         |request: &ss2022::server::Request| table.identity(request.user()).map(Member::Ss2022);
-    serve(
+    let served = serve(
         shared,
         client,
         admitted,
@@ -263,7 +263,18 @@ pub async fn ss2022(
             relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
         },
     )
-    .await
+    .await;
+    // Once a fill, not once a connection refused.
+    if salts.take_full_report() {
+        tracing::warn!(
+            "inbound {}: {} ({}); new connections are refused until the oldest are {} s old",
+            shared.tag,
+            ss2022::Ss2022Error::SaltFilterFull.message(),
+            ss2022::server::MAX_SALTS,
+            ss2022::server::KEEP_SECS,
+        );
+    }
+    served
 }
 
 /// Relays `client`, framed by `codec` (`header`, the server's answer, in
