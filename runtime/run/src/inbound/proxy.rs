@@ -54,6 +54,16 @@ where
             }
             Box::pin(refused(shared, client, read, reason, fallback, deadline)).await
         }
+        // With a fallback, a client still short of a request at the
+        // deadline goes to it with what it sent, as a refused one does.
+        Handshake::TimedOut { error, read } => match fallback {
+            None => Err(error),
+            Some(_) => {
+                drop(admitted);
+                let reason = "the request was not whole at the handshake deadline";
+                Box::pin(refused(shared, client, read, reason, fallback, deadline)).await
+            }
+        },
         Handshake::Open { request, early } => {
             drop(admitted);
             let Some(member) = member(&request) else {
@@ -81,7 +91,10 @@ pub async fn trojan(
     users: Arc<trojan::server::Users>,
     fallback: Option<SocketAddr>,
 ) -> io::Result<()> {
-    let core = trojan::server::Core::new(users);
+    let mut core = trojan::server::Core::new(users);
+    if fallback.is_some() {
+        core = core.with_fallback();
+    }
     let member = |request: &trojan::server::Request| Some(Member::Trojan(*request.user()));
     serve(
         shared,
@@ -118,7 +131,10 @@ pub async fn vless(
     users: Arc<vless::server::Users>,
     fallback: Option<SocketAddr>,
 ) -> io::Result<()> {
-    let core = vless::server::Core::new(users);
+    let mut core = vless::server::Core::new(users);
+    if fallback.is_some() {
+        core = core.with_fallback();
+    }
     let member = |request: &vless::server::Request| Some(Member::Vless(*request.user()));
     serve(
         shared,
