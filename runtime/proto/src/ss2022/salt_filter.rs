@@ -209,27 +209,15 @@ mod tests {
         }
         assert!(filter.take_full_report());
         // Salt 0 is 61 s old: swept, and only it.
-        assert_eq!(
-            filter.insert(&salt(9), at(KEEP_SECS + 1)),
-            Verdict::New
-        );
+        assert_eq!(filter.insert(&salt(9), at(KEEP_SECS + 1)), Verdict::New);
         assert_eq!(filter.insert(&salt(0), at(KEEP_SECS + 1)), Verdict::Full);
         for n in 1..4 {
-            assert_eq!(
-                filter.insert(&salt(n), at(KEEP_SECS + 1)),
-                Verdict::Seen
-            );
+            assert_eq!(filter.insert(&salt(n), at(KEEP_SECS + 1)), Verdict::Seen);
         }
         assert!(!filter.take_full_report(), "still the same fill");
         // Once a sweep leaves it half empty, a new fill is reported again.
-        assert_eq!(
-            filter.insert(&salt(10), at(KEEP_SECS + 3)),
-            Verdict::New
-        );
-        assert_eq!(
-            filter.insert(&salt(11), at(KEEP_SECS + 3)),
-            Verdict::New
-        );
+        assert_eq!(filter.insert(&salt(10), at(KEEP_SECS + 3)), Verdict::New);
+        assert_eq!(filter.insert(&salt(11), at(KEEP_SECS + 3)), Verdict::New);
         assert_eq!(filter.insert(&salt(12), at(KEEP_SECS + 3)), Verdict::Full);
         assert!(filter.take_full_report());
     }

@@ -43,9 +43,9 @@ use crate::aead::{AeadError, TAG_LEN};
 use crate::codec::{FlowKind, Opened, Refusal, ServerCore, ServerRequest, ServerStep, StreamCodec};
 use crate::Address;
 
+pub use super::salt_filter::{SaltFilter, Verdict, KEEP_SECS, MAX_SALTS};
 pub use super::udp_server::{UdpClientSession, UdpHead, UDP_HEADROOM, UDP_TAILROOM};
 pub use super::users::{UserId, Users};
-pub use super::salt_filter::{SaltFilter, Verdict, KEEP_SECS, MAX_SALTS};
 
 const CLIENT_STREAM: u8 = 0;
 const SERVER_STREAM: u8 = 1;
@@ -657,7 +657,9 @@ mod tests {
         };
         let (_, first) = client(method, 7, None, t0());
         let mut core = Core::new(users.clone(), filter.clone());
-        assert!(drive(&mut core, &first, first.len(), t0()).unwrap().is_some());
+        assert!(drive(&mut core, &first, first.len(), t0())
+            .unwrap()
+            .is_some());
         let full = Some(Refusal::silent(Ss2022Error::SaltFilterFull.message()));
         let later = |secs: u64| t0() + Duration::from_secs(secs);
         assert_eq!(open(later(1)).err(), full);

@@ -566,7 +566,11 @@ fn openssl_answers_a_clients_session_ticket_with_unexpected_message_as_we_do() {
         let error = session.server.ssl_read(&mut buf).unwrap_err();
         assert_eq!(error.code(), ErrorCode::SSL, "{suite:?}");
         // Fatal, unexpected_message.
-        assert_eq!(last_alert(&mut reader, &session), Some(vec![2, 10]), "{suite:?}");
+        assert_eq!(
+            last_alert(&mut reader, &session),
+            Some(vec![2, 10]),
+            "{suite:?}"
+        );
     }
 }
 
@@ -606,4 +610,3 @@ fn openssl_reads_past_32_empty_records_in_a_row_and_refuses_the_33rd_as_we_do() 
         }
     }
 }
-

@@ -275,8 +275,18 @@ mod tests {
         ));
         let mut hex_no_crlf = wire[..HASH_LEN].to_vec();
         hex_no_crlf.extend_from_slice(b"\r\r");
-        for first in [&b"a"[..], &wire[..1], &wire[..HASH_LEN], &wire[..57], &hex_no_crlf] {
-            assert_eq!(advance(&mut core().with_fallback(), first), short, "{first:?}");
+        for first in [
+            &b"a"[..],
+            &wire[..1],
+            &wire[..HASH_LEN],
+            &wire[..57],
+            &hex_no_crlf,
+        ] {
+            assert_eq!(
+                advance(&mut core().with_fallback(), first),
+                short,
+                "{first:?}"
+            );
         }
         // Without one, a prefix of a request waits for the rest.
         for first in [&wire[..1], &wire[..HASH_LEN], &wire[..57]] {

@@ -278,9 +278,14 @@ mod tests {
         let short = Err(Refusal::silent(
             "vless: the first read holds no version, id and addons length",
         ));
-        let first_read = |core: &mut Core, input: &[u8]| core.advance(input, UNIX_EPOCH, &mut Vec::new());
+        let first_read =
+            |core: &mut Core, input: &[u8]| core.advance(input, UNIX_EPOCH, &mut Vec::new());
         for end in [1, 2, 17] {
-            assert_eq!(first_read(&mut core().with_fallback(), &wire[..end]), short, "{end}");
+            assert_eq!(
+                first_read(&mut core().with_fallback(), &wire[..end]),
+                short,
+                "{end}"
+            );
             // Without one, a prefix of a request waits for the rest.
             assert_eq!(
                 first_read(&mut core(), &wire[..end]),

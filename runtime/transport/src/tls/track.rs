@@ -173,7 +173,7 @@ pub(super) fn log_secrets(builder: &mut SslContextBuilder) {
 }
 
 /// A secret written in hex, if it is one of at most [`SECRET_MAX`] bytes.
-fn unhex(text: &str) -> Option<([u8; SECRET_MAX], usize)> {
+pub(super) fn unhex(text: &str) -> Option<([u8; SECRET_MAX], usize)> {
     let text = text.as_bytes();
     if text.len() % 2 != 0 || text.len() > 2 * SECRET_MAX {
         return None;

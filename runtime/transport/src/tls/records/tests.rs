@@ -15,15 +15,13 @@ use etemenanki_proto::tls13::{
 };
 use foreign_types::ForeignTypeRef;
 use openssl::pkey::PKey;
-use openssl::ssl::{
-    Ssl, SslAcceptor, SslConnector, SslMethod, SslRef, SslVerifyMode, SslVersion,
-};
+use openssl::ssl::{Ssl, SslAcceptor, SslConnector, SslMethod, SslRef, SslVerifyMode, SslVersion};
 use openssl::x509::X509;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::tls::tests::{client_spec, custom_ca, ends, pki, Pki, NAME};
-use crate::tls::track::Track;
+use crate::tls::track::{unhex, Track};
 use crate::tls::{TlsConnector, TlsStream};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -360,12 +358,8 @@ async fn server_of_an_openssl_client(
         .iter()
         .find(|line| line.starts_with("CLIENT_TRAFFIC_SECRET_0 "))
         .unwrap();
-    let hex = line.split(' ').nth(2).unwrap();
-    let secret: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect();
-    (server, client, Keys::new(suite, &secret, 0).unwrap())
+    let (secret, len) = unhex(line.split(' ').nth(2).unwrap()).unwrap();
+    (server, client, Keys::new(suite, &secret[..len], 0).unwrap())
 }
 
 /// Seals `plain` under `keys` as one record of `kind`.
