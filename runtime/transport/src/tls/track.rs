@@ -175,7 +175,7 @@ pub(super) fn log_secrets(builder: &mut SslContextBuilder) {
 /// A secret written in hex, if it is one of at most [`SECRET_MAX`] bytes.
 pub(super) fn unhex(text: &str) -> Option<([u8; SECRET_MAX], usize)> {
     let text = text.as_bytes();
-    if text.len() % 2 != 0 || text.len() > 2 * SECRET_MAX {
+    if !text.len().is_multiple_of(2) || text.len() > 2 * SECRET_MAX {
         return None;
     }
     let mut secret = [0; SECRET_MAX];
