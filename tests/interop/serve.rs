@@ -32,6 +32,10 @@ pub const SILENCE: Duration = Duration::from_secs(2);
 /// [`WAIT`].
 pub const SHORT_HANDSHAKE: &str = "[limits]\nhandshake_timeout = 3\n";
 
+/// A handshake limit far past [`WAIT`]: an answer that comes within WAIT
+/// came before the deadline.
+pub const LONG_HANDSHAKE: &str = "[limits]\nhandshake_timeout = 60\n";
+
 /// What our runtime logs when it closes a refused client that had no
 /// fallback (runtime/run/src/inbound/refused.rs).
 pub const HELD: &str = "held until the handshake deadline";
@@ -207,6 +211,20 @@ pub fn server_config(protocol: &str, listen: SocketAddr, tables: &str, extra: &s
         .proxy_in(protocol, listen, tables)
         .freedom()
         .raw(extra)
+}
+
+/// A prober sends `probe` to `server`, a plain TCP inbound whose fallback
+/// is an echo server, then nothing: the fallback's answer, `probe` itself,
+/// comes back within [`WAIT`].
+pub fn fallback_echoes(server: SocketAddr, probe: &[u8], what: &str) {
+    let mut stream = TcpStream::connect_timeout(&server, WAIT).unwrap();
+    stream.write_all(probe).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut got = vec![0; probe.len()];
+    if let Err(e) = stream.read_exact(&mut got) {
+        panic!("{what}: the fallback's answer did not come back within {WAIT:?} ({e})");
+    }
+    assert_eq!(got, probe, "{what}");
 }
 
 /// An open flow through a client ends: a write, then end of stream or a

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::serve::{
-    carries_nothing, carries_tcp, carries_udp, curl_page, ours_to_ours, own_dir, refused_and_held,
-    serve, setup, sing_box_client, survives_probes, Transport, HELD, SERVER_NAME, SHORT_HANDSHAKE,
-    UDP_MAX,
+    carries_nothing, carries_tcp, carries_udp, curl_page, fallback_echoes, ours_to_ours, own_dir,
+    refused_and_held, serve, setup, sing_box_client, survives_probes, Transport, HELD,
+    LONG_HANDSHAKE, SERVER_NAME, SHORT_HANDSHAKE, UDP_MAX,
 };
 use crate::support::client::socks5_connect;
 use crate::support::process::Process;
@@ -23,6 +23,8 @@ use crate::support::WAIT;
 const PASSWORD: &str = "trojan-serve-secret";
 const OTHER_PASSWORD: &str = "trojan-serve-second-user";
 const WRONG_PASSWORD: &str = "not-a-trojan-password";
+/// The hex SHA-224 of [`PASSWORD`], what a trojan request starts with.
+const PASSWORD_HASH: &str = "f4cd6d7ebefbf4cd3d7cf8fab055b1cd7412c1f94a7e265dfa1bd04e";
 const PAGE: &[u8] = b"<html><body>nothing to see here</body></html>\n";
 
 /// Our trojan inbound's tables: `transport`, `passwords` (one is
@@ -285,6 +287,57 @@ fn trojan_fallback_serves_the_web_page_to_a_wrong_password_and_to_curl() {
     // The right password is still proxied, not sent to the web server.
     let (_right, right) = trojan_client(&peers[0], &dir, server, PASSWORD, &pki.ca);
     carries_tcp(right, "trojan-gfw beside the fallback");
+}
+
+#[test]
+fn with_a_fallback_a_first_read_short_of_a_trojan_request_reaches_it_at_once() {
+    let test = "with_a_fallback_a_first_read_short_of_a_trojan_request_reaches_it_at_once";
+    let Some((_, dir, _)) = setup(test, &[]) else {
+        return;
+    };
+    let server = free_addr();
+    let ours = serve(
+        &dir,
+        "trojan",
+        server,
+        &inbound_tables(Transport::Tcp, &[PASSWORD], Some(tcp_echo())),
+        LONG_HANDSHAKE,
+    );
+    let hash = PASSWORD_HASH.as_bytes();
+    let no_crlf = [hash, b"\r"].concat();
+    for (probe, what) in [
+        (&b"a"[..], "a lone hex digit"),
+        (hash, "the whole hash without its CRLF"),
+        (&no_crlf, "the hash and a CR"),
+    ] {
+        fallback_echoes(server, probe, what);
+    }
+    ours.wait_for_log("the first read holds no password hash and CRLF");
+}
+
+#[test]
+fn with_a_fallback_a_trojan_request_not_whole_at_the_deadline_goes_to_it_with_what_it_sent() {
+    let test =
+        "with_a_fallback_a_trojan_request_not_whole_at_the_deadline_goes_to_it_with_what_it_sent";
+    let Some((_, dir, _)) = setup(test, &[]) else {
+        return;
+    };
+    let echo = tcp_echo();
+    let server = free_addr();
+    let ours = serve(
+        &dir,
+        "trojan",
+        server,
+        &inbound_tables(Transport::Tcp, &[PASSWORD], Some(echo)),
+        SHORT_HANDSHAKE,
+    );
+    // The right hash, its CRLF and a CONNECT, then nothing: after the 3 s
+    // limit it goes to the fallback, never closed by us.
+    let probe = [PASSWORD_HASH.as_bytes(), b"\r\n\x01"].concat();
+    fallback_echoes(server, &probe, "a request cut after its command");
+    ours.wait_for_log(&format!(
+        "the request was not whole at the handshake deadline; relayed to the fallback {echo}"
+    ));
 }
 
 #[test]

@@ -11,17 +11,21 @@ use std::path::Path;
 
 use crate::serve::{
     asks_two_servers_in_turn, carries_nothing, carries_tcp, carries_udp, carries_v2ray_mux,
-    curl_page, never_panicked, ours_to_ours, own_dir, refused_and_held, serve, setup,
-    sing_box_client, survives_probes, v2ray_client, v2ray_with_mux, Transport, HELD,
-    SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
+    curl_page, fallback_echoes, never_panicked, ours_to_ours, own_dir, refused_and_held, serve,
+    setup, sing_box_client, survives_probes, v2ray_client, v2ray_with_mux, Transport, HELD,
+    LONG_HANDSHAKE, SHORT_HANDSHAKE, SMALL_UDP_MAX, UDP_MAX,
 };
 use crate::support::certs::Pki;
 use crate::support::process::Process;
-use crate::support::servers::{free_addr, http_origin};
+use crate::support::servers::{free_addr, http_origin, tcp_echo};
 
 const ID: &str = "4c7a1f3e-8d2b-4e6f-9a1c-3b5d7e9f0a12";
 const OTHER_ID: &str = "9e8d7c6b-5a49-4382-a1b0-c9d8e7f6a5b4";
 const WRONG_ID: &str = "4c7a1f3e-8d2b-4e6f-9a1c-3b5d7e9f0a13";
+/// [`ID`]'s 16 bytes, as a request carries them.
+const ID_BYTES: [u8; 16] = [
+    0x4c, 0x7a, 0x1f, 0x3e, 0x8d, 0x2b, 0x4e, 0x6f, 0x9a, 0x1c, 0x3b, 0x5d, 0x7e, 0x9f, 0x0a, 0x12,
+];
 const PAGE: &[u8] = b"<html><body>an ordinary web server</body></html>\n";
 
 /// Our vless inbound's tables: `transport`, `ids`, a `fallback` when
@@ -313,6 +317,56 @@ fn vless_fallback_serves_the_web_page_to_curl_over_tcp_and_tls() {
         );
         carries_tcp(front, "v2ray beside the vless fallback");
     }
+}
+
+#[test]
+fn with_a_fallback_a_first_read_short_of_a_vless_header_reaches_it_at_once() {
+    let test = "with_a_fallback_a_first_read_short_of_a_vless_header_reaches_it_at_once";
+    let Some((_, dir, _)) = setup(test, &[]) else {
+        return;
+    };
+    let server = free_addr();
+    let ours = serve(
+        &dir,
+        "vless",
+        server,
+        &inbound_tables(Transport::Tcp, &[ID], Some(tcp_echo())),
+        LONG_HANDSHAKE,
+    );
+    let version_and_id = [&[0][..], &ID_BYTES].concat();
+    for (probe, what) in [
+        (&[0][..], "a lone version byte"),
+        (&version_and_id[..9], "the version and half the id"),
+        (&version_and_id, "the version and the whole id"),
+    ] {
+        fallback_echoes(server, probe, what);
+    }
+    ours.wait_for_log("the first read holds no version, id and addons length");
+}
+
+#[test]
+fn with_a_fallback_a_vless_header_not_whole_at_the_deadline_goes_to_it_with_what_it_sent() {
+    let test =
+        "with_a_fallback_a_vless_header_not_whole_at_the_deadline_goes_to_it_with_what_it_sent";
+    let Some((_, dir, _)) = setup(test, &[]) else {
+        return;
+    };
+    let echo = tcp_echo();
+    let server = free_addr();
+    let ours = serve(
+        &dir,
+        "vless",
+        server,
+        &inbound_tables(Transport::Tcp, &[ID], Some(echo)),
+        SHORT_HANDSHAKE,
+    );
+    // Version, the right id, no addons, TCP, then nothing: after the 3 s
+    // limit it goes to the fallback, never closed by us.
+    let probe = [&[0][..], &ID_BYTES, &[0, 1]].concat();
+    fallback_echoes(server, &probe, "a header cut after its command");
+    ours.wait_for_log(&format!(
+        "the request was not whole at the handshake deadline; relayed to the fallback {echo}"
+    ));
 }
 
 #[test]

@@ -1,5 +1,7 @@
-//! The salts one inbound has seen, so a recorded stream replayed to it is
-//! refused (Shadowsocks AEAD and Shadowsocks 2022 alike).
+//! The salts one Shadowsocks AEAD inbound has seen, so a recorded stream
+//! replayed to it is refused. (AEAD requests carry no timestamp, so there
+//! is no window to keep salts for; Shadowsocks 2022 keeps its salts by age,
+//! in `ss2022::server::SaltFilter`.)
 //!
 //! shadowsocks-rust keeps its salts in a pair of Bloom filters used in
 //! turn: bounded, but a Bloom filter answers "seen" for salts it never saw,
@@ -21,8 +23,9 @@ use std::sync::{Mutex, PoisonError};
 use super::MAX_SALT_LEN;
 
 /// Salts a generation holds by default: at most 2 × 131,072 salts of 32
-/// bytes, about 10 MB when full. A server opening 1,000 streams a second
-/// remembers each salt for over two minutes, twice SIP022's 60 s.
+/// bytes, 16.5 MiB when full (2 × 2^18 buckets of 33 bytes). A server
+/// opening 1,000 streams a second remembers each salt for over two
+/// minutes.
 pub const DEFAULT_CAPACITY: usize = 1 << 17;
 
 type Salt = [u8; MAX_SALT_LEN];

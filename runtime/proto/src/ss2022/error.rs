@@ -41,6 +41,9 @@ pub enum Ss2022Error {
     UnknownUser,
     /// A request whose salt this inbound has seen.
     ReplayedSalt,
+    /// A request the salt filter has no room for: it holds as many salts
+    /// as it may, all seen within 60 s.
+    SaltFilterFull,
     /// A client packet given to the state of another session or user.
     SessionMismatch,
     /// A request's address field that does not parse.
@@ -79,6 +82,9 @@ impl Ss2022Error {
             }
             Self::UnknownUser => "shadowsocks-2022: the identity header names no user",
             Self::ReplayedSalt => "shadowsocks-2022: a replayed salt",
+            Self::SaltFilterFull => {
+                "shadowsocks-2022: the salt filter is full of salts seen within 60 s"
+            }
             Self::SessionMismatch => {
                 "shadowsocks-2022: a packet for another client session or user"
             }
@@ -96,7 +102,7 @@ impl Ss2022Error {
             | Self::TooManyIdentities
             | Self::PayloadTooLong
             | Self::BufferTooSmall => io::ErrorKind::InvalidInput,
-            Self::Random => io::ErrorKind::Other,
+            Self::Random | Self::SaltFilterFull => io::ErrorKind::Other,
             Self::NotServer
             | Self::Timestamp
             | Self::SaltMismatch

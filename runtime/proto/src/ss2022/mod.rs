@@ -29,6 +29,7 @@ mod identity;
 mod kdf;
 mod random;
 mod replay;
+mod salt_filter;
 pub mod server;
 mod stream;
 mod udp;

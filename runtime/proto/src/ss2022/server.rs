@@ -19,7 +19,8 @@
 //! - a fixed header not of type 0 (a server stream reflected back);
 //! - a timestamp more than 30 s from `now`;
 //! - a salt this inbound has seen (a replay), checked once the fixed header
-//!   authenticates; the server's own salts are recorded too;
+//!   authenticates; the server's own salts are recorded too; and any salt
+//!   while the inbound's [`SaltFilter`] is full of salts seen within 60 s;
 //! - an address that does not parse, or padding past the header's end.
 //!
 //! [`Request::into_codec`] continues the stream: it opens the client's
@@ -42,9 +43,9 @@ use crate::aead::{AeadError, TAG_LEN};
 use crate::codec::{FlowKind, Opened, Refusal, ServerCore, ServerRequest, ServerStep, StreamCodec};
 use crate::Address;
 
+pub use super::salt_filter::{SaltFilter, Verdict, KEEP_SECS, MAX_SALTS};
 pub use super::udp_server::{UdpClientSession, UdpHead, UDP_HEADROOM, UDP_TAILROOM};
 pub use super::users::{UserId, Users};
-pub use crate::shadowsocks::server::SaltFilter;
 
 const CLIENT_STREAM: u8 = 0;
 const SERVER_STREAM: u8 = 1;
@@ -66,6 +67,15 @@ struct Variable {
     user: UserId,
     recv: Sealed,
     len: usize,
+}
+
+/// Records a salt seen at `now`, refusing a replay or a full filter.
+fn record(filter: &SaltFilter, salt: &[u8], now: SystemTime) -> Result<(), Refusal> {
+    match filter.insert(salt, now) {
+        Verdict::New => Ok(()),
+        Verdict::Seen => Err(refuse(Ss2022Error::ReplayedSalt)),
+        Verdict::Full => Err(refuse(Ss2022Error::SaltFilterFull)),
+    }
 }
 
 /// A core called again after it handed out its request.
@@ -134,9 +144,7 @@ impl Core {
         if !timestamp_fresh(timestamp, now) {
             return Err(refuse(Ss2022Error::ClientTimestamp));
         }
-        if !self.filter.insert(salt_bytes) {
-            return Err(refuse(Ss2022Error::ReplayedSalt));
-        }
+        record(&self.filter, salt_bytes, now)?;
         let mut salt = [0; MAX_KEY_LEN];
         salt[..salt_len].copy_from_slice(salt_bytes);
         self.variable = Some(Box::new(Variable {
@@ -211,9 +219,7 @@ impl ServerCore for Core {
         let salt_len = users.salt_len();
         let mut server_salt = [0; MAX_KEY_LEN];
         random::fill(&mut server_salt[..salt_len]).map_err(refuse)?;
-        if !self.filter.insert(&server_salt[..salt_len]) {
-            return Err(refuse(Ss2022Error::ReplayedSalt));
-        }
+        record(&self.filter, &server_salt[..salt_len], now)?;
         let psk = users.psk_of(user).ok_or(refuse(Ss2022Error::UnknownUser))?;
         let send = session_key(users.algorithm(), psk, &server_salt[..salt_len])
             .map_err(|e| Refusal::silent(e.message()))?;
@@ -636,6 +642,38 @@ mod tests {
                 Some(Refusal::silent(Ss2022Error::ReplayedSalt.message()))
             );
         }
+    }
+
+    #[test]
+    fn a_full_salt_filter_refuses_new_streams_until_its_salts_are_past_60_s() {
+        let method = Ss2022Method::Blake3Aes128Gcm;
+        let users = users(method, false);
+        // Room for one stream: its salt and the server's.
+        let filter = Arc::new(SaltFilter::with_max(2));
+        let open = |at: SystemTime| {
+            let (_, wire) = client(method, 7, None, at);
+            let mut core = Core::new(users.clone(), filter.clone());
+            drive(&mut core, &wire, wire.len(), at).map(|opened| opened.is_some())
+        };
+        let (_, first) = client(method, 7, None, t0());
+        let mut core = Core::new(users.clone(), filter.clone());
+        assert!(drive(&mut core, &first, first.len(), t0())
+            .unwrap()
+            .is_some());
+        let full = Some(Refusal::silent(Ss2022Error::SaltFilterFull.message()));
+        let later = |secs: u64| t0() + Duration::from_secs(secs);
+        assert_eq!(open(later(1)).err(), full);
+        assert_eq!(open(later(KEEP_SECS)).err(), full);
+        assert!(filter.take_full_report());
+        // The first stream replayed 30 s on is still a replay, not a new
+        // stream the full filter refuses.
+        let mut replay = Core::new(users.clone(), filter.clone());
+        assert_eq!(
+            drive(&mut replay, &first, first.len(), later(30)).err(),
+            Some(Refusal::silent(Ss2022Error::ReplayedSalt.message()))
+        );
+        assert_eq!(open(later(KEEP_SECS + 1)), Ok(true));
+        assert!(!filter.take_full_report(), "reported once");
     }
 
     #[test]

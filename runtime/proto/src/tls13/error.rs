@@ -16,6 +16,8 @@ pub enum Error {
     /// after the handshake, an unknown inner content type, a handshake
     /// message other than NewSessionTicket and KeyUpdate.
     UnexpectedMessage,
+    /// More than [`super::MAX_EMPTY_RECORDS`] empty records in a row.
+    TooManyEmptyRecords,
     /// A record longer than RFC 8446 5.2 allows, or a caller's plaintext
     /// over MAX_PLAINTEXT.
     RecordOverflow,
@@ -40,7 +42,7 @@ impl Error {
     pub fn alert_to_send(self) -> Option<u8> {
         match self {
             Self::BadRecordMac => Some(20),
-            Self::UnexpectedMessage => Some(10),
+            Self::UnexpectedMessage | Self::TooManyEmptyRecords => Some(10),
             Self::RecordOverflow => Some(22),
             Self::DecodeError => Some(50),
             Self::IllegalParameter => Some(47),
@@ -56,6 +58,7 @@ impl Error {
         match self {
             Self::BadRecordMac
             | Self::UnexpectedMessage
+            | Self::TooManyEmptyRecords
             | Self::RecordOverflow
             | Self::DecodeError
             | Self::IllegalParameter => io::ErrorKind::InvalidData,
@@ -72,6 +75,9 @@ impl fmt::Display for Error {
             Self::BadRecordMac => "tls record failed authentication (bad_record_mac)",
             Self::UnexpectedMessage => {
                 "tls record or message not allowed after the handshake (unexpected_message)"
+            }
+            Self::TooManyEmptyRecords => {
+                "tls peer sent more than 32 empty records in a row (unexpected_message)"
             }
             Self::RecordOverflow => "tls record longer than the protocol allows (record_overflow)",
             Self::DecodeError => "tls record or message malformed (decode_error)",

@@ -214,7 +214,7 @@ impl Reader {
     fn new(suite: Suite, secret: &[u8], seq: u64) -> Self {
         Reader {
             keys: Keys::new(suite, secret, seq).unwrap(),
-            post: PostHandshake::default(),
+            post: PostHandshake::new(Sender::Server),
             tickets: 0,
             updates: Vec::new(),
         }
@@ -524,4 +524,89 @@ fn openssl_refuses_an_inner_plaintext_of_zeros_as_we_do() {
     let mut buf = [0; 16];
     let error = session.server.ssl_read(&mut buf).unwrap_err();
     assert_eq!(error.code(), ErrorCode::SSL);
+}
+
+/// The alert OpenSSL's server sent last, read by `reader`.
+fn last_alert(reader: &mut Reader, session: &Session) -> Option<Vec<u8>> {
+    let records = reader.read_all(&session.to_client);
+    records
+        .into_iter()
+        .rev()
+        .find(|(kind, _)| *kind == ContentType::Alert)
+        .map(|(_, plaintext)| plaintext)
+}
+
+#[test]
+fn openssl_answers_a_clients_session_ticket_with_unexpected_message_as_we_do() {
+    // A well-formed NewSessionTicket: lifetime 60 s, age_add 0, no nonce,
+    // a one-byte ticket, no extensions.
+    let ticket = [4, 0, 0, 14, 0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 0xaa, 0, 0];
+    let mut ours = PostHandshake::new(Sender::Client);
+    let error = ours.feed(&ticket, |_| panic!("a message")).unwrap_err();
+    assert_eq!(error, Error::UnexpectedMessage);
+    assert_eq!(error.alert_to_send(), Some(10));
+    // From a server, the same bytes are a ticket.
+    let mut tickets = 0;
+    PostHandshake::new(Sender::Server)
+        .feed(&ticket, |_| tickets += 1)
+        .unwrap();
+    assert_eq!(tickets, 1);
+
+    for suite in SUITES {
+        let mut session = handshake(suite);
+        let mut reader = Reader::new(suite, &session.server_secret, 0);
+        let mut writer = Keys::new(suite, &session.client_secret, 0).unwrap();
+        send(
+            &mut writer,
+            ContentType::Handshake,
+            &ticket,
+            &session.to_server,
+        );
+        let mut buf = [0; 16];
+        let error = session.server.ssl_read(&mut buf).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::SSL, "{suite:?}");
+        // Fatal, unexpected_message.
+        assert_eq!(
+            last_alert(&mut reader, &session),
+            Some(vec![2, 10]),
+            "{suite:?}"
+        );
+    }
+}
+
+#[test]
+fn openssl_reads_past_32_empty_records_in_a_row_and_refuses_the_33rd_as_we_do() {
+    let suite = Suite::Aes128GcmSha256;
+    for run in [MAX_EMPTY_RECORDS, MAX_EMPTY_RECORDS + 1] {
+        let mut session = handshake(suite);
+        let mut reader = Reader::new(suite, &session.server_secret, 0);
+        let mut writer = Keys::new(suite, &session.client_secret, 0).unwrap();
+        let mut ours = EmptyRecords::default();
+        let mut refused = false;
+        let mut buf = [0; SEAL_OVERHEAD + 4];
+        for _ in 0..run {
+            let len = writer
+                .seal(ContentType::ApplicationData, &mut buf, 0)
+                .unwrap();
+            session.to_server.push(&buf[..len]);
+            refused |= ours.note(0).is_err();
+        }
+        send(
+            &mut writer,
+            ContentType::ApplicationData,
+            b"data",
+            &session.to_server,
+        );
+        let mut data = [0; 4];
+        let read = session.server.ssl_read(&mut data);
+        if run == MAX_EMPTY_RECORDS {
+            assert_eq!(read.unwrap(), 4);
+            assert_eq!(&data, b"data");
+            assert!(!refused, "we refused {run} empty records");
+        } else {
+            assert_eq!(read.unwrap_err().code(), ErrorCode::SSL);
+            assert_eq!(last_alert(&mut reader, &session), Some(vec![2, 10]));
+            assert!(refused, "we read {run} empty records");
+        }
+    }
 }

@@ -25,8 +25,8 @@ mod interop;
 pub use alert::{alert, CLOSE_NOTIFY};
 pub use error::Error;
 pub use keys::Keys;
-pub use post_handshake::{Message, PostHandshake, KEY_UPDATE_NOT_REQUESTED};
-pub use record::{record_len, ContentType};
+pub use post_handshake::{Message, PostHandshake, Sender, KEY_UPDATE_NOT_REQUESTED};
+pub use record::{record_len, ContentType, EmptyRecords, MAX_EMPTY_RECORDS};
 pub use suite::Suite;
 
 /// A record header: outer content type, legacy version, body length.

@@ -4,9 +4,11 @@
 //!
 //! A NewSessionTicket only matters to a client that resumes, and the
 //! sessions handed to this layer are past the point where OpenSSL stores
-//! tickets, so tickets are skipped unread, however long and however split.
-//! A KeyUpdate's one-byte body is the only handshake byte ever read. So the
-//! reader keeps a few bytes of state and no buffer.
+//! tickets, so a server's tickets are skipped unread, however long and
+//! however split. Only a server sends tickets (RFC 8446 4.6.1): one from a
+//! client is unexpected_message, as OpenSSL and Go answer it. A KeyUpdate's
+//! one-byte body is the only handshake byte ever read. So the reader keeps
+//! a few bytes of state and no buffer.
 
 use super::Error;
 
@@ -21,17 +23,27 @@ pub const KEY_UPDATE_NOT_REQUESTED: [u8; 5] = [KEY_UPDATE, 0, 0, 1, 0];
 /// A whole post-handshake message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Message {
-    /// A NewSessionTicket, skipped.
+    /// A server's NewSessionTicket, skipped.
     Ticket,
     /// The peer's KeyUpdate: its sending keys change after this record.
     /// `update_requested`: it asks for our KeyUpdate back (RFC 8446 4.6.3).
     KeyUpdate { update_requested: bool },
 }
 
+/// The side whose post-handshake messages a reader reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// A client: KeyUpdates only.
+    Client,
+    /// A server: KeyUpdates and NewSessionTickets.
+    Server,
+}
+
 /// Post-handshake handshake messages, which may be split across records or
 /// several in one.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct PostHandshake {
+    sender: Sender,
     state: State,
 }
 
@@ -58,9 +70,18 @@ impl Default for State {
 }
 
 impl PostHandshake {
+    /// A reader of the messages `sender` sends.
+    pub fn new(sender: Sender) -> PostHandshake {
+        PostHandshake {
+            sender,
+            state: State::default(),
+        }
+    }
+
     /// Feeds the plaintext of one Handshake record; calls `on` for each
-    /// whole message. NewSessionTicket (type 4) is skipped whatever its
-    /// length (it may span records); KeyUpdate (type 24) must have a 1-byte
+    /// whole message. A server's NewSessionTicket (type 4) is skipped
+    /// whatever its length (it may span records), a client's is
+    /// UnexpectedMessage; KeyUpdate (type 24) must have a 1-byte
     /// body 0 or 1 (else DecodeError / IllegalParameter) and end its record
     /// (RFC 8446 5.1: a message before a key change aligns with a record
     /// boundary; else UnexpectedMessage), so `on` may change the keys at
@@ -77,8 +98,9 @@ impl PostHandshake {
                     bytes = &bytes[take..];
                     *read += take as u8;
                     // Refused at its first byte, not once its header is in.
-                    if !matches!(header[0], NEW_SESSION_TICKET | KEY_UPDATE) {
-                        return Err(Error::UnexpectedMessage);
+                    match (header[0], self.sender) {
+                        (KEY_UPDATE, _) | (NEW_SESSION_TICKET, Sender::Server) => {}
+                        _ => return Err(Error::UnexpectedMessage),
                     }
                     if usize::from(*read) < MESSAGE_HEADER_LEN {
                         continue;
@@ -149,7 +171,7 @@ mod tests {
     #[test]
     fn a_ticket_split_over_three_feeds_is_one_message() {
         let message = ticket(300);
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         let mut seen = Vec::new();
         for part in [&message[..2], &message[2..150], &message[150..]] {
             assert!(seen.is_empty());
@@ -165,7 +187,7 @@ mod tests {
         let mut bytes = ticket(57);
         bytes.extend_from_slice(&ticket(0));
         bytes.extend_from_slice(&[KEY_UPDATE, 0, 0, 1, 1]);
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         assert_eq!(
             feed_all(&mut reader, &[&bytes]),
             Ok(vec![
@@ -181,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_ticket_of_the_longest_length_is_skipped_unbuffered() {
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         let chunk = [0; 1 << 16];
         reader
             .feed(&[NEW_SESSION_TICKET, 0xff, 0xff, 0xff], |_| panic!())
@@ -199,14 +221,14 @@ mod tests {
 
     #[test]
     fn a_key_update_may_span_records_but_must_end_one() {
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         assert_eq!(
             feed_all(&mut reader, &[&[KEY_UPDATE, 0], &[0, 1], &[0]]),
             Ok(vec![Message::KeyUpdate {
                 update_requested: false
             }])
         );
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         let mut bytes = KEY_UPDATE_NOT_REQUESTED.to_vec();
         bytes.extend_from_slice(&ticket(3));
         assert_eq!(
@@ -217,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_key_update_with_request_2_is_an_illegal_parameter() {
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         assert_eq!(
             feed_all(&mut reader, &[&[KEY_UPDATE, 0, 0, 1, 2]]),
             Err(Error::IllegalParameter)
@@ -227,7 +249,7 @@ mod tests {
     #[test]
     fn a_key_update_of_another_length_is_a_decode_error() {
         for bytes in [&[KEY_UPDATE, 0, 0, 0][..], &[KEY_UPDATE, 0, 0, 2, 0, 0]] {
-            let mut reader = PostHandshake::default();
+            let mut reader = PostHandshake::new(Sender::Server);
             assert_eq!(feed_all(&mut reader, &[bytes]), Err(Error::DecodeError));
         }
     }
@@ -236,13 +258,13 @@ mod tests {
     fn any_other_message_type_is_unexpected_at_its_first_byte() {
         // CertificateRequest (post-handshake auth), Finished, ClientHello.
         for kind in [13, 20, 1, 0] {
-            let mut reader = PostHandshake::default();
+            let mut reader = PostHandshake::new(Sender::Server);
             assert_eq!(
                 feed_all(&mut reader, &[&[kind]]),
                 Err(Error::UnexpectedMessage)
             );
         }
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         let mut bytes = ticket(2);
         bytes.push(13);
         assert_eq!(
@@ -253,12 +275,32 @@ mod tests {
 
     #[test]
     fn our_key_update_body_is_update_not_requested() {
-        let mut reader = PostHandshake::default();
+        let mut reader = PostHandshake::new(Sender::Server);
         assert_eq!(
             feed_all(&mut reader, &[&KEY_UPDATE_NOT_REQUESTED]),
             Ok(vec![Message::KeyUpdate {
                 update_requested: false
             }])
+        );
+    }
+
+    #[test]
+    fn a_clients_ticket_is_unexpected_at_its_first_byte_and_its_key_update_is_read() {
+        let mut reader = PostHandshake::new(Sender::Client);
+        assert_eq!(
+            feed_all(&mut reader, &[&ticket(0)[..1]]),
+            Err(Error::UnexpectedMessage)
+        );
+        let mut reader = PostHandshake::new(Sender::Client);
+        assert_eq!(
+            feed_all(&mut reader, &[&[KEY_UPDATE, 0, 0, 1, 1]]),
+            Ok(vec![Message::KeyUpdate {
+                update_requested: true
+            }])
+        );
+        assert_eq!(
+            feed_all(&mut reader, &[&ticket(4)]),
+            Err(Error::UnexpectedMessage)
         );
     }
 }

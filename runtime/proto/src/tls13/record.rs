@@ -16,6 +16,33 @@ const OUTER_TYPE: u8 = 23;
 const LEGACY_VERSION: [u8; 2] = [3, 3];
 /// The shortest body: a tag and the inner content type.
 const MIN_BODY: usize = TAG_LEN + 1;
+/// Empty records a peer may send in a row: OpenSSL's limit
+/// (`MAX_EMPTY_RECORDS`; Go's is 16). An empty application-data record
+/// carries nothing, so an endless run of them is a peer keeping a reader
+/// busy for nothing.
+pub const MAX_EMPTY_RECORDS: u8 = 32;
+
+/// Counts the empty records opened in a row: a record with content ends
+/// the run, the one past [`MAX_EMPTY_RECORDS`] is TooManyEmptyRecords.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmptyRecords {
+    run: u8,
+}
+
+impl EmptyRecords {
+    /// Notes an opened record whose plaintext is `len` bytes.
+    pub fn note(&mut self, len: usize) -> Result<(), Error> {
+        if len > 0 {
+            self.run = 0;
+            return Ok(());
+        }
+        if self.run == MAX_EMPTY_RECORDS {
+            return Err(Error::TooManyEmptyRecords);
+        }
+        self.run += 1;
+        Ok(())
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContentType {
@@ -419,5 +446,22 @@ mod tests {
             opener.open(&mut again[..len]),
             Err(Error::SequenceExhausted)
         );
+    }
+
+    #[test]
+    fn thirty_two_empty_records_in_a_row_are_fine_and_the_thirty_third_is_not() {
+        let mut empty = EmptyRecords::default();
+        for round in 0..3 {
+            for n in 0..MAX_EMPTY_RECORDS {
+                assert_eq!(empty.note(0), Ok(()), "round {round}, record {n}");
+            }
+            // A record with content starts the count again.
+            assert_eq!(empty.note(1), Ok(()));
+        }
+        for _ in 0..MAX_EMPTY_RECORDS {
+            empty.note(0).unwrap();
+        }
+        assert_eq!(empty.note(0), Err(Error::TooManyEmptyRecords));
+        assert_eq!(Error::TooManyEmptyRecords.alert_to_send(), Some(10));
     }
 }

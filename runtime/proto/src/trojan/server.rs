@@ -8,6 +8,11 @@
 //! soon as the bytes cannot be Trojan: a byte of the hash that is not
 //! lowercase hex, or no CRLF after it. It never refuses on a partial hash
 //! matching no user, which would let a prober learn a hash byte by byte.
+//!
+//! With a fallback ([`Core::with_fallback`]) the first read decides, as
+//! Xray and sing-box have it: one too short to hold the hash and its CRLF
+//! (58 bytes, CRLF at 56) is refused at once, so a prober's `a` reaches the
+//! web server as soon as it would directly, not after the handshake limit.
 
 use std::io;
 use std::net::SocketAddr;
@@ -86,11 +91,25 @@ impl ServerRequest for Request {
 /// the server names each reply's source.
 pub struct Core {
     users: Arc<Users>,
+    /// The next input is the first read's, judged whole or refused.
+    first_read_decides: bool,
 }
 
 impl Core {
     pub fn new(users: Arc<Users>) -> Self {
-        Core { users }
+        Core {
+            users,
+            first_read_decides: false,
+        }
+    }
+
+    /// For an inbound whose refused clients go to a fallback: a first read
+    /// without the whole hash and its CRLF is refused at once.
+    pub fn with_fallback(self) -> Self {
+        Core {
+            first_read_decides: true,
+            ..self
+        }
     }
 }
 
@@ -114,6 +133,13 @@ impl ServerCore for Core {
         _out: &mut Vec<u8>,
     ) -> Result<ServerStep<Request>, Refusal> {
         let need_more = Ok(ServerStep::NeedMore { consumed: 0 });
+        if std::mem::take(&mut self.first_read_decides)
+            && input.get(HASH_LEN..HASH_LEN + 2) != Some(&CRLF[..])
+        {
+            return Err(Refusal::silent(
+                "trojan: the first read holds no password hash and CRLF",
+            ));
+        }
         let hash = &input[..input.len().min(HASH_LEN)];
         if !hash.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return Err(not_trojan());
@@ -238,6 +264,52 @@ mod tests {
                 (wire.len(), &destination)
             );
         }
+    }
+
+    #[test]
+    fn with_a_fallback_a_first_read_short_of_the_hash_and_crlf_is_refused_at_once() {
+        let destination = Address::Domain("example.com".into(), 443);
+        let wire = client_request("secret", Command::Connect(&destination));
+        let short = Err(Refusal::silent(
+            "trojan: the first read holds no password hash and CRLF",
+        ));
+        let mut hex_no_crlf = wire[..HASH_LEN].to_vec();
+        hex_no_crlf.extend_from_slice(b"\r\r");
+        for first in [
+            &b"a"[..],
+            &wire[..1],
+            &wire[..HASH_LEN],
+            &wire[..57],
+            &hex_no_crlf,
+        ] {
+            assert_eq!(
+                advance(&mut core().with_fallback(), first),
+                short,
+                "{first:?}"
+            );
+        }
+        // Without one, a prefix of a request waits for the rest.
+        for first in [&wire[..1], &wire[..HASH_LEN], &wire[..57]] {
+            assert_eq!(
+                advance(&mut core(), first),
+                Ok(ServerStep::NeedMore { consumed: 0 })
+            );
+        }
+        // A first read with the hash and its CRLF goes on: the command and
+        // the address may come in later reads.
+        let mut core = core().with_fallback();
+        assert_eq!(
+            advance(&mut core, &wire[..HASH_LEN + 2]),
+            Ok(ServerStep::NeedMore { consumed: 0 })
+        );
+        assert_eq!(
+            advance(&mut core, &wire[..HASH_LEN + 4]),
+            Ok(ServerStep::NeedMore { consumed: 0 })
+        );
+        assert!(matches!(
+            advance(&mut core, &wire),
+            Ok(ServerStep::Open { consumed, .. }) if consumed == wire.len()
+        ));
     }
 
     #[test]

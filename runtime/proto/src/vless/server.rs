@@ -8,6 +8,12 @@
 //! the runtime can hand what it read to a fallback, as Xray's `fallbacks`
 //! do. Nothing is consumed before the header is whole; the id is judged
 //! only once all of it is there, so a prober learns nothing byte by byte.
+//!
+//! With a fallback ([`Core::with_fallback`]) the first read decides, as
+//! Xray and sing-box have it: one shorter than the version, the id and the
+//! addons length (18 bytes) is refused at once, so a prober's lone version
+//! byte reaches the web server as soon as it would directly, not after the
+//! handshake limit.
 
 use std::io;
 use std::net::SocketAddr;
@@ -91,11 +97,30 @@ impl ServerRequest for Request {
 /// The server side of one VLESS connection.
 pub struct Core {
     users: Arc<Users>,
+    /// The next input is the first read's, judged whole or refused.
+    first_read_decides: bool,
 }
+
+/// What the first read must hold when it decides: version, id, addons
+/// length.
+const FIRST_READ_MIN: usize = 1 + 16 + 1;
 
 impl Core {
     pub fn new(users: Arc<Users>) -> Self {
-        Core { users }
+        Core {
+            users,
+            first_read_decides: false,
+        }
+    }
+
+    /// For an inbound whose refused clients go to a fallback: a first read
+    /// shorter than the version, the id and the addons length is refused
+    /// at once.
+    pub fn with_fallback(self) -> Self {
+        Core {
+            first_read_decides: true,
+            ..self
+        }
     }
 }
 
@@ -114,6 +139,11 @@ impl ServerCore for Core {
         _out: &mut Vec<u8>,
     ) -> Result<ServerStep<Request>, Refusal> {
         let need_more = Ok(ServerStep::NeedMore { consumed: 0 });
+        if std::mem::take(&mut self.first_read_decides) && input.len() < FIRST_READ_MIN {
+            return Err(Refusal::silent(
+                "vless: the first read holds no version, id and addons length",
+            ));
+        }
         let Some((&version, rest)) = input.split_first() else {
             return need_more;
         };
@@ -239,6 +269,39 @@ mod tests {
         wire.extend_from_slice(b"GET /");
         let step = core().advance(&wire, UNIX_EPOCH, &mut Vec::new());
         assert!(matches!(step, Ok(ServerStep::Open { consumed, .. }) if consumed == len));
+    }
+
+    #[test]
+    fn with_a_fallback_a_first_read_short_of_18_bytes_is_refused_at_once() {
+        let target = Address::Ip("192.0.2.1:80".parse().unwrap());
+        let wire = header(ClientRequest::tcp(&ID, &target));
+        let short = Err(Refusal::silent(
+            "vless: the first read holds no version, id and addons length",
+        ));
+        let first_read =
+            |core: &mut Core, input: &[u8]| core.advance(input, UNIX_EPOCH, &mut Vec::new());
+        for end in [1, 2, 17] {
+            assert_eq!(
+                first_read(&mut core().with_fallback(), &wire[..end]),
+                short,
+                "{end}"
+            );
+            // Without one, a prefix of a request waits for the rest.
+            assert_eq!(
+                first_read(&mut core(), &wire[..end]),
+                Ok(ServerStep::NeedMore { consumed: 0 })
+            );
+        }
+        // 18 bytes go on: the command and the address may come later.
+        let mut core = core().with_fallback();
+        assert_eq!(
+            first_read(&mut core, &wire[..18]),
+            Ok(ServerStep::NeedMore { consumed: 0 })
+        );
+        assert!(matches!(
+            first_read(&mut core, &wire),
+            Ok(ServerStep::Open { consumed, .. }) if consumed == wire.len()
+        ));
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub enum Handshake<R> {
     /// The core refused the client, after sending its refusal reply, if it
     /// has one; `read` is every byte the client sent.
     Refused { reason: &'static str, read: Vec<u8> },
+    /// The handshake limit passed before the request was whole (`error`
+    /// says so); `read` is every byte the client sent.
+    TimedOut { error: io::Error, read: Vec<u8> },
 }
 
 /// Runs `core` over `client` until its request is whole, within the
@@ -51,6 +54,7 @@ where
         Handshake::Refused { reason, .. } => {
             Err(io::Error::new(io::ErrorKind::PermissionDenied, reason))
         }
+        Handshake::TimedOut { error, .. } => Err(error),
     }
 }
 
@@ -67,28 +71,34 @@ where
 {
     let limit = shared.limits.load().handshake_timeout;
     let name = shared.spec.protocol.name();
-    tokio::time::timeout(limit, advance(client, core, name))
-        .await
-        .map_err(|_| handshake_timed_out(limit))?
+    // Every byte read is kept, consumed or not, so a refused or late
+    // client's bytes can go to a fallback whole.
+    let mut buf = Vec::with_capacity(FIRST_READ);
+    match tokio::time::timeout(limit, advance(client, core, name, &mut buf)).await {
+        Ok(done) => done,
+        Err(_) => Ok(Handshake::TimedOut {
+            error: handshake_timed_out(limit),
+            read: buf,
+        }),
+    }
 }
 
 async fn advance<S, C>(
     client: &mut S,
     core: &mut C,
     name: &str,
+    buf: &mut Vec<u8>,
 ) -> io::Result<Handshake<C::Request>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ServerCore,
 {
-    // Every byte read is kept, consumed or not, so a refused client's bytes
-    // can go to a fallback whole; `at` is where the core's input starts.
-    let mut buf = Vec::with_capacity(FIRST_READ);
+    // `at` is where the core's input starts.
     let mut at = 0;
     let mut out = Vec::new();
     loop {
         buf.reserve(512);
-        if client.read_buf(&mut buf).await? == 0 {
+        if client.read_buf(buf).await? == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!("{name}: client closed during the handshake"),
@@ -121,7 +131,7 @@ where
                 }
                 return Ok(Handshake::Refused {
                     reason: refusal.reason,
-                    read: buf,
+                    read: std::mem::take(buf),
                 });
             }
         }

@@ -172,8 +172,10 @@ impl Serve {
             (Serve::Vmess { replay, .. }, Serve::Vmess { replay: kept, .. }) => {
                 *replay = kept.clone()
             }
-            (Serve::Shadowsocks { salts, .. }, Serve::Shadowsocks { salts: kept, .. })
-            | (Serve::Ss2022 { salts, .. }, Serve::Ss2022 { salts: kept, .. }) => {
+            (Serve::Shadowsocks { salts, .. }, Serve::Shadowsocks { salts: kept, .. }) => {
+                *salts = kept.clone()
+            }
+            (Serve::Ss2022 { salts, .. }, Serve::Ss2022 { salts: kept, .. }) => {
                 *salts = kept.clone()
             }
             _ => {}

@@ -54,6 +54,16 @@ where
             }
             Box::pin(refused(shared, client, read, reason, fallback, deadline)).await
         }
+        // With a fallback, a client still short of a request at the
+        // deadline goes to it with what it sent, as a refused one does.
+        Handshake::TimedOut { error, read } => match fallback {
+            None => Err(error),
+            Some(_) => {
+                drop(admitted);
+                let reason = "the request was not whole at the handshake deadline";
+                Box::pin(refused(shared, client, read, reason, fallback, deadline)).await
+            }
+        },
         Handshake::Open { request, early } => {
             drop(admitted);
             let Some(member) = member(&request) else {
@@ -81,7 +91,10 @@ pub async fn trojan(
     users: Arc<trojan::server::Users>,
     fallback: Option<SocketAddr>,
 ) -> io::Result<()> {
-    let core = trojan::server::Core::new(users);
+    let mut core = trojan::server::Core::new(users);
+    if fallback.is_some() {
+        core = core.with_fallback();
+    }
     let member = |request: &trojan::server::Request| Some(Member::Trojan(*request.user()));
     serve(
         shared,
@@ -118,7 +131,10 @@ pub async fn vless(
     users: Arc<vless::server::Users>,
     fallback: Option<SocketAddr>,
 ) -> io::Result<()> {
-    let core = vless::server::Core::new(users);
+    let mut core = vless::server::Core::new(users);
+    if fallback.is_some() {
+        core = core.with_fallback();
+    }
     let member = |request: &vless::server::Request| Some(Member::Vless(*request.user()));
     serve(
         shared,
@@ -244,12 +260,12 @@ pub async fn ss2022(
     salts: Arc<ss2022::server::SaltFilter>,
 ) -> io::Result<()> {
     let table = users.clone();
-    let core = ss2022::server::Core::new(users, salts);
+    let core = ss2022::server::Core::new(users, salts.clone());
     // A single-user inbound's one user changes only with its PSK, which
     // rebuilds it.
     let member =
         |request: &ss2022::server::Request| table.identity(request.user()).map(Member::Ss2022);
-    serve(
+    let served = serve(
         shared,
         client,
         admitted,
@@ -263,7 +279,18 @@ pub async fn ss2022(
             relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
         },
     )
-    .await
+    .await;
+    // Once a fill, not once a connection refused.
+    if salts.take_full_report() {
+        tracing::warn!(
+            "inbound {}: {} ({}); new connections are refused until the oldest are {} s old",
+            shared.tag,
+            ss2022::Ss2022Error::SaltFilterFull.message(),
+            ss2022::server::MAX_SALTS,
+            ss2022::server::KEEP_SECS,
+        );
+    }
+    served
 }
 
 /// Relays `client`, framed by `codec` (`header`, the server's answer, in

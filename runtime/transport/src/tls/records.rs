@@ -10,11 +10,12 @@
 //! same sends (records gather until the window fills, the stream is
 //! flushed, or a read finds nothing to read).
 //!
-//! Application data, session tickets (skipped: the connector keeps the
-//! ones OpenSSL read before the hand-over), KeyUpdates (followed, and
-//! answered when asked) and alerts (close_notify ends the stream; any other
-//! fails it) are what a TLS 1.3 peer may send after its handshake; anything
-//! else fails the stream, as OpenSSL would.
+//! Application data (at most 32 empty records in a row), a server's session
+//! tickets (skipped: the connector keeps the ones OpenSSL read before the
+//! hand-over), KeyUpdates (followed, and answered when asked) and alerts
+//! (close_notify ends the stream; any other fails it) are what a TLS 1.3
+//! peer may send after its handshake; anything else (a client's ticket
+//! included) fails the stream with the alert OpenSSL would send.
 
 use std::io;
 use std::ops::Range;
@@ -22,8 +23,8 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 
 use etemenanki_proto::tls13::{
-    self, ContentType, Keys, Message, PostHandshake, HEADER_LEN, MAX_BODY, MAX_PLAINTEXT,
-    SEAL_OVERHEAD,
+    self, ContentType, EmptyRecords, Keys, Message, PostHandshake, HEADER_LEN, MAX_BODY,
+    MAX_PLAINTEXT, SEAL_OVERHEAD,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -60,6 +61,7 @@ pub(super) struct Records<S: AsyncRead + AsyncWrite + Unpin> {
     sealer: Keys,
     opened: Option<Opened>,
     post: PostHandshake,
+    empty: EmptyRecords,
     /// A KeyUpdate of ours is due: the peer asked for one, or our key has
     /// sealed [`REKEY_AFTER`] records.
     owe_update: bool,
@@ -80,7 +82,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Records<S> {
             opener: keys.read,
             sealer: keys.write,
             opened: None,
-            post: PostHandshake::default(),
+            post: PostHandshake::new(keys.peer),
+            empty: EmptyRecords::default(),
             owe_update: false,
             peer_closed: false,
             close_notified: false,
@@ -112,6 +115,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Records<S> {
     fn open_front(&mut self, len: usize) -> Result<(), tls13::Error> {
         let record = &mut self.read.bytes_mut()[..len];
         let (kind, plain) = self.opener.open(record)?;
+        self.empty.note(plain.len())?;
         let content = &record[plain.clone()];
         if kind != ContentType::Handshake && self.post.is_mid_message() {
             return Err(tls13::Error::UnexpectedMessage);

@@ -16,7 +16,7 @@
 use std::os::raw::{c_int, c_void};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use etemenanki_proto::tls13::{Keys, Suite};
+use etemenanki_proto::tls13::{Keys, Sender, Suite};
 use foreign_types::ForeignTypeRef;
 use openssl::ex_data::Index;
 use openssl::ssl::{Ssl, SslContextBuilder, SslRef, SslVersion};
@@ -82,6 +82,8 @@ pub(super) struct Track {
 pub(super) struct Handover {
     pub(super) read: Keys,
     pub(super) write: Keys,
+    /// The side whose records `read` opens.
+    pub(super) peer: Sender,
 }
 
 impl Track {
@@ -107,14 +109,15 @@ impl Track {
         let suite = Suite::from_id(u16::from_be_bytes(id))?;
         let track = ssl.ex_data(index()?)?;
         let track = track.lock().unwrap_or_else(PoisonError::into_inner);
-        let (read, write) = if ssl.is_server() {
-            (&track.client, &track.server)
+        let (read, write, peer) = if ssl.is_server() {
+            (&track.client, &track.server, Sender::Client)
         } else {
-            (&track.server, &track.client)
+            (&track.server, &track.client, Sender::Server)
         };
         Some(Handover {
             read: read.keys(suite)?,
             write: write.keys(suite)?,
+            peer,
         })
     }
 
@@ -170,7 +173,7 @@ pub(super) fn log_secrets(builder: &mut SslContextBuilder) {
 }
 
 /// A secret written in hex, if it is one of at most [`SECRET_MAX`] bytes.
-fn unhex(text: &str) -> Option<([u8; SECRET_MAX], usize)> {
+pub(super) fn unhex(text: &str) -> Option<([u8; SECRET_MAX], usize)> {
     let text = text.as_bytes();
     if !text.len().is_multiple_of(2) || text.len() > 2 * SECRET_MAX {
         return None;

@@ -5,18 +5,23 @@
 use std::future::poll_fn;
 use std::os::raw::c_int;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
+use etemenanki_proto::tls13::{
+    ContentType, Keys, Suite, HEADER_LEN, KEY_UPDATE_NOT_REQUESTED, MAX_EMPTY_RECORDS,
+    SEAL_OVERHEAD,
+};
 use foreign_types::ForeignTypeRef;
 use openssl::pkey::PKey;
-use openssl::ssl::{Ssl, SslAcceptor, SslMethod, SslRef, SslVersion};
+use openssl::ssl::{Ssl, SslAcceptor, SslConnector, SslMethod, SslRef, SslVerifyMode, SslVersion};
 use openssl::x509::X509;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::tls::tests::{client_spec, custom_ca, ends, pki, Pki, NAME};
-use crate::tls::track::Track;
+use crate::tls::track::{unhex, Track};
 use crate::tls::{TlsConnector, TlsStream};
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -308,4 +313,139 @@ async fn a_record_changed_on_its_way_fails_the_read_and_the_peer_is_told() {
     let mut rest = Vec::new();
     let told = server.read_to_end(&mut rest).await.unwrap_err();
     assert!(told.to_string().contains("bad record mac"), "{told}");
+}
+
+/// Our server handed over at its first idle read, an OpenSSL client of it
+/// that has written nothing yet, and the keys of the client's next record,
+/// to write records past OpenSSL.
+async fn server_of_an_openssl_client(
+    pki: &Pki,
+) -> (
+    TlsStream<TcpStream>,
+    tokio_openssl::SslStream<TcpStream>,
+    Keys,
+) {
+    let (acceptor, _) = ends(pki);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut builder = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    builder.set_verify(SslVerifyMode::NONE);
+    builder
+        .set_min_proto_version(Some(SslVersion::TLS1_3))
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let log = lines.clone();
+    builder.set_keylog_callback(move |_, line| log.lock().unwrap().push(line.to_owned()));
+    let context = builder.build().into_context();
+    let serve = async {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut tls = acceptor.accept(tcp).await.unwrap();
+        assert!(idle(&mut tls).await, "the client sent nothing");
+        tls
+    };
+    let dial = async {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let mut tls = tokio_openssl::SslStream::new(Ssl::new(&context).unwrap(), tcp).unwrap();
+        Pin::new(&mut tls).connect().await.unwrap();
+        tls
+    };
+    let (server, client) = tokio::join!(serve, dial);
+    assert!(server.is_handed_over());
+    let id = client.ssl().current_cipher().unwrap().protocol_id();
+    let suite = Suite::from_id(u16::from_be_bytes(id)).unwrap();
+    let lines = lines.lock().unwrap();
+    let line = lines
+        .iter()
+        .find(|line| line.starts_with("CLIENT_TRAFFIC_SECRET_0 "))
+        .unwrap();
+    let (secret, len) = unhex(line.split(' ').nth(2).unwrap()).unwrap();
+    (server, client, Keys::new(suite, &secret[..len], 0).unwrap())
+}
+
+/// Seals `plain` under `keys` as one record of `kind`.
+fn record(keys: &mut Keys, kind: ContentType, plain: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0; plain.len() + SEAL_OVERHEAD];
+    buf[HEADER_LEN..HEADER_LEN + plain.len()].copy_from_slice(plain);
+    let len = keys.seal(kind, &mut buf, plain.len()).unwrap();
+    buf.truncate(len);
+    buf
+}
+
+/// Reads `server` until it fails, then what `client` reads: the alert the
+/// server sent, in OpenSSL's words.
+async fn refused_with(
+    server: &mut TlsStream<TcpStream>,
+    client: &mut tokio_openssl::SslStream<TcpStream>,
+) -> (std::io::Error, String) {
+    let mut buf = [0; 64];
+    let read_on = async {
+        loop {
+            match server.read(&mut buf).await {
+                Ok(0) => panic!("the server read an end"),
+                Ok(_) => continue,
+                Err(error) => break error,
+            }
+        }
+    };
+    let error = tokio::time::timeout(Duration::from_secs(10), read_on)
+        .await
+        .expect("the server read on past the records");
+    let mut rest = Vec::new();
+    let told = client.read_to_end(&mut rest).await.unwrap_err();
+    (error, told.to_string())
+}
+
+#[tokio::test]
+async fn a_clients_session_ticket_is_answered_with_unexpected_message_and_the_end() {
+    let pki = pki();
+    let (mut server, mut client, mut keys) = server_of_an_openssl_client(&pki).await;
+    // lifetime 60 s, age_add 0, no nonce, a one-byte ticket, no extensions.
+    let ticket = [4, 0, 0, 14, 0, 0, 0, 60, 0, 0, 0, 0, 0, 0, 1, 0xaa, 0, 0];
+    let mut wire = record(&mut keys, ContentType::ApplicationData, b"ping");
+    wire.extend(record(&mut keys, ContentType::Handshake, &ticket));
+    client.get_mut().write_all(&wire).await.unwrap();
+    let mut ping = [0; 4];
+    server.read_exact(&mut ping).await.unwrap();
+    assert_eq!(&ping, b"ping");
+    let (error, told) = refused_with(&mut server, &mut client).await;
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        error.to_string(),
+        "tls record or message not allowed after the handshake (unexpected_message)"
+    );
+    assert!(told.contains("unexpected message"), "{told}");
+}
+
+#[tokio::test]
+async fn thirty_two_empty_records_in_a_row_are_read_past_and_the_thirty_third_is_refused() {
+    let pki = pki();
+    let (mut server, mut client, mut keys) = server_of_an_openssl_client(&pki).await;
+    let mut wire = Vec::new();
+    for _ in 0..MAX_EMPTY_RECORDS {
+        wire.extend(record(&mut keys, ContentType::ApplicationData, &[]));
+    }
+    wire.extend(record(&mut keys, ContentType::ApplicationData, b"ping"));
+    // KeyUpdates are not counted: any number of them is fine.
+    for _ in 0..100 {
+        wire.extend(record(
+            &mut keys,
+            ContentType::Handshake,
+            &KEY_UPDATE_NOT_REQUESTED,
+        ));
+        keys.update();
+    }
+    for _ in 0..=MAX_EMPTY_RECORDS {
+        wire.extend(record(&mut keys, ContentType::ApplicationData, &[]));
+    }
+    client.get_mut().write_all(&wire).await.unwrap();
+    let mut ping = [0; 4];
+    server.read_exact(&mut ping).await.unwrap();
+    assert_eq!(&ping, b"ping");
+    let (error, told) = refused_with(&mut server, &mut client).await;
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        error.to_string(),
+        "tls peer sent more than 32 empty records in a row (unexpected_message)"
+    );
+    assert!(told.contains("unexpected message"), "{told}");
 }
