@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -138,10 +139,23 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
         shared.tag,
         listener.server.local_addr().unwrap_or(shared.spec.listen)
     );
+    let handshaking = Arc::new(AtomicU32::new(0));
     while let Some(incoming) = listener.server.accept().await {
         let peer = incoming.remote_address();
+        let limits = shared.limits.load();
+        if !incoming.remote_address_validated()
+            && must_validate(handshaking.load(Ordering::Relaxed), limits.max_handshakes)
+        {
+            tracing::debug!(
+                "answering a hysteria2 handshake with a retry; half the handshake slots are taken (from {peer})"
+            );
+            if let Err(e) = incoming.retry() {
+                e.into_incoming().ignore();
+            }
+            continue;
+        }
         // One permit per QUIC connection, taken before the handshake.
-        let (session, handshake) = match shared.admission.admit(peer.ip(), &shared.limits.load()) {
+        let (session, handshake) = match shared.admission.admit(peer.ip(), &limits) {
             Ok(admitted) => admitted,
             Err(reason) => {
                 tracing::debug!("refusing a hysteria2 handshake; {reason} (from {peer})");
@@ -149,6 +163,7 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
                 continue;
             }
         };
+        let handshake = (handshake, Counted::new(&handshaking));
         let (listener, shared, mut stop) = (listener.clone(), shared.clone(), stop.clone());
         tokio::spawn(async move {
             let limit = shared.limits.load().handshake_timeout;
@@ -224,6 +239,33 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
             }
             drop(session);
         });
+    }
+}
+
+/// Whether an Initial from an address not validated yet is answered with a
+/// Retry instead of taking an admission and a handshake permit: once half
+/// of `max_handshakes` are in their handshake. A client proves it receives
+/// at its address by echoing the Retry's token, for one round trip more; an
+/// Initial from a spoofed address holds nothing, so it cannot fill the
+/// slots real clients need (640 of them, 800 KB of UDP, refused every
+/// client of `max_handshakes = 512` for the handshake timeout).
+fn must_validate(handshaking: u32, max_handshakes: u32) -> bool {
+    handshaking >= max_handshakes / 2
+}
+
+/// One connection counted as in its handshake until dropped.
+struct Counted(Arc<AtomicU32>);
+
+impl Counted {
+    fn new(count: &Arc<AtomicU32>) -> Counted {
+        count.fetch_add(1, Ordering::Relaxed);
+        Counted(count.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -394,5 +436,31 @@ async fn relay_udp(shared: Arc<Shared>, quic: quinn::Connection, peer: SocketAdd
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_not_validated_is_retried_once_half_the_handshake_slots_are_taken() {
+        assert!(!must_validate(0, 512));
+        assert!(!must_validate(255, 512));
+        assert!(must_validate(256, 512));
+        assert!(must_validate(512, 512));
+        // An inbound of one handshake slot validates every address.
+        assert!(must_validate(0, 1));
+    }
+
+    #[test]
+    fn a_handshake_is_counted_until_its_guard_is_dropped() {
+        let count = Arc::new(AtomicU32::new(0));
+        let (a, b) = (Counted::new(&count), Counted::new(&count));
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        drop(a);
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        drop(b);
+        assert_eq!(count.load(Ordering::Relaxed), 0);
     }
 }
