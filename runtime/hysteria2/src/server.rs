@@ -653,6 +653,7 @@ mod tests {
         auth.finish().await.unwrap();
         let status = auth.recv_response().await.unwrap().status();
         assert_eq!(status.as_u16(), auth::STATUS_OK);
+        // The authentication took one of the 1,024.
         let opened = tokio::time::timeout(wait, async {
             let mut held = Vec::new();
             for _ in 1..MAX_STREAMS {

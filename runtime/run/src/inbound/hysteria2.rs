@@ -2,8 +2,8 @@
 //! one UDP socket instead of the TCP accept loop. Each QUIC connection
 //! takes one admission permit (a full inbound refuses the handshake; past
 //! half the handshake slots, an address not validated yet is first sent a
-//! Retry), is authenticated once, and each proxy stream it opens runs in a task of its
-//! own, routed and relayed like any flow. Its UDP sessions share one
+//! Retry), is authenticated once, and each proxy stream it opens runs in a
+//! task of its own, routed and relayed like any flow. Its UDP sessions share one
 //! runtime per connection: every datagram is routed on its own through a
 //! fan-out per session, as a SOCKS association's are.
 
@@ -248,8 +248,9 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
 /// of `max_handshakes` are in their handshake. A client proves it receives
 /// at its address by echoing the Retry's token, for one round trip more; an
 /// Initial from a spoofed address holds nothing, so it cannot fill the
-/// slots real clients need (640 of them, 800 KB of UDP, refused every
-/// client of `max_handshakes = 512` for the handshake timeout).
+/// slots real clients need (without the Retry, 640 of them, 800 KB of UDP,
+/// keep every client of `max_handshakes = 512` out for the handshake
+/// timeout).
 fn must_validate(handshaking: u32, max_handshakes: u32) -> bool {
     handshaking >= max_handshakes / 2
 }
