@@ -1,8 +1,9 @@
 //! The hysteria2 inbound (seed 003, "Hysteria 2 和 TUN 如何进入"): QUIC on
 //! one UDP socket instead of the TCP accept loop. Each QUIC connection
-//! takes one admission permit (a full inbound refuses the handshake), is
-//! authenticated once, and each proxy stream it opens runs in a task of its
-//! own, routed and relayed like any flow. Its UDP sessions share one
+//! takes one admission permit (a full inbound refuses the handshake; past
+//! half the handshake slots, an address not validated yet is first sent a
+//! Retry), is authenticated once, and each proxy stream it opens runs in a
+//! task of its own, routed and relayed like any flow. Its UDP sessions share one
 //! runtime per connection: every datagram is routed on its own through a
 //! fan-out per session, as a SOCKS association's are.
 
@@ -142,11 +143,21 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
     );
     while let Some(incoming) = listener.server.accept().await {
         let peer = incoming.remote_address();
+        let limits = shared.limits.load();
+        if !incoming.remote_address_validated()
+            && must_validate(shared.admission.handshaking(), limits.max_handshakes)
+        {
+            tracing::debug!(
+                "answering a hysteria2 handshake with a retry; half the handshake slots are taken (from {peer})"
+            );
+            if let Err(e) = incoming.retry() {
+                e.into_incoming().ignore();
+            }
+            continue;
+        }
         // One permit per QUIC connection, taken before the handshake.
         // What admission turns away is counted for the inbound's report.
-        let Ok((session, handshake, shed)) =
-            shared.admission.admit(peer.ip(), &shared.limits.load())
-        else {
+        let Ok((session, handshake, shed)) = shared.admission.admit(peer.ip(), &limits) else {
             incoming.refuse();
             continue;
         };
@@ -230,6 +241,18 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
             drop(session);
         });
     }
+}
+
+/// Whether an Initial from an address not validated yet is answered with a
+/// Retry instead of taking an admission and a handshake permit: once half
+/// of `max_handshakes` are in their handshake. A client proves it receives
+/// at its address by echoing the Retry's token, for one round trip more; an
+/// Initial from a spoofed address holds nothing, so it cannot fill the
+/// slots real clients need (without the Retry, 640 of them, 800 KB of UDP,
+/// keep every client of `max_handshakes = 512` out for the handshake
+/// timeout).
+fn must_validate(handshaking: u32, max_handshakes: u32) -> bool {
+    handshaking >= max_handshakes / 2
 }
 
 /// One proxy stream: its request, routed and dialed like any flow, the
@@ -396,5 +419,20 @@ async fn relay_udp(shared: Arc<Shared>, quic: quinn::Connection, peer: SocketAdd
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_not_validated_is_retried_once_half_the_handshake_slots_are_taken() {
+        assert!(!must_validate(0, 512));
+        assert!(!must_validate(255, 512));
+        assert!(must_validate(256, 512));
+        assert!(must_validate(512, 512));
+        // An inbound of one handshake slot validates every address.
+        assert!(must_validate(0, 1));
     }
 }

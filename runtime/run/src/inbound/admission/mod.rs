@@ -164,6 +164,11 @@ impl Admission {
         Ok((handshaking, Shed(shed)))
     }
 
+    /// Connections of this inbound in their handshake now.
+    pub fn handshaking(&self) -> u32 {
+        lock(&self.share).held()
+    }
+
     /// Counts `refusal` for the report, and returns it.
     fn refuse(&self, refusal: Refusal) -> Refusal {
         if lock(&self.refusals).record(refusal, now()) {

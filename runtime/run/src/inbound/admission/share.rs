@@ -72,7 +72,6 @@ impl<T> Share<T> {
     }
 
     /// Connections handshaking now.
-    #[cfg(test)]
     pub fn held(&self) -> u32 {
         self.held
     }
