@@ -9,11 +9,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BufMut;
+use etemenanki_ir::spec::InboundProtocol;
+use etemenanki_transport::Stream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
 
 use super::admission::{Handshaking, Shed};
+use super::server::Server;
 use super::{handshake_timed_out, shed_error, Shared};
 use crate::dns::{ready_now, Service, Transport};
 use crate::resolve::MAX_MESSAGE;
@@ -90,6 +93,26 @@ async fn send(socket: &UdpSocket, answer: &[u8], peer: SocketAddr, tag: &str) {
     };
     if let Err(e) = sent {
         tracing::debug!("inbound {tag}: answering {peer} failed: {e}");
+    }
+}
+
+/// The DNS service for the host, on UDP and TCP.
+pub struct Dns;
+
+impl Server for Dns {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Dns>> {
+        matches!(protocol, InboundProtocol::Dns).then_some(Ok(Dns))
+    }
+
+    /// The permit goes back once the first message is whole.
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        handshake: Handshaking,
+    ) -> io::Result<()> {
+        serve_tcp(shared, client, peer, handshake).await
     }
 }
 

@@ -2,22 +2,41 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
 use etemenanki_proto::http::Core;
 use etemenanki_transport::Stream;
 
 use super::admission::Handshaking;
 use super::handshake::{open_and_relay, read_request};
+use super::server::{Server, TCP};
 use super::Shared;
 
-pub async fn serve(
-    shared: &Shared,
-    mut client: Stream,
-    peer: SocketAddr,
-    handshake: Handshaking,
-) -> io::Result<()> {
-    let mut core = Core::new(&shared.accounts);
-    let (request, early) = read_request(shared, &mut client, &mut core).await?;
-    drop(handshake);
-    open_and_relay(shared, client, peer, &request, early).await
+pub struct Http;
+
+impl Server for Http {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Http>> {
+        matches!(protocol, InboundProtocol::Http { .. }).then_some(Ok(Http))
+    }
+
+    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
+        match protocol {
+            InboundProtocol::Http { tls, .. } => (&TCP, tls.as_ref()),
+            _ => (&TCP, None),
+        }
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        mut client: Stream,
+        peer: SocketAddr,
+        handshake: Handshaking,
+    ) -> io::Result<()> {
+        let mut core = Core::new(&shared.accounts);
+        let (request, early) = read_request(shared, &mut client, &mut core).await?;
+        drop(handshake);
+        open_and_relay(shared, client, peer, &request, early).await
+    }
 }

@@ -30,7 +30,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::admission::Admission;
-use super::{Handoff, Inbound, Member, Serve, Shared, TCP};
+use super::admission::Handshaking;
+use super::server::{Server as InboundServer, TCP};
+use super::{Handoff, Inbound, Member, Serve, Shared};
 use crate::connect::{open_stream, Flow};
 use crate::dial::Dialer;
 use crate::fanout::FanOut;
@@ -44,7 +46,44 @@ pub struct Listener {
 
 /// What a hysteria2 server accepts: built again by a reload that changes
 /// only its users (the inbound's `with_users`).
-pub(super) fn config(
+pub struct Hysteria2(Arc<ServerConfig>);
+
+impl InboundServer for Hysteria2 {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Hysteria2>> {
+        let InboundProtocol::Hysteria2 {
+            passwords,
+            masquerade,
+            up_bps,
+            down_bps,
+            ..
+        } = protocol
+        else {
+            return None;
+        };
+        let config = config(passwords, *masquerade, *up_bps, *down_bps);
+        Some(Ok(Hysteria2(config)))
+    }
+
+    /// Bound by [`bind`], on QUIC: its TCP side serves nothing.
+    async fn serve(
+        &self,
+        _: &Arc<Shared>,
+        _: etemenanki_transport::Stream,
+        _: SocketAddr,
+        _: Handshaking,
+    ) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "hysteria2 accepts no tcp connection",
+        ))
+    }
+
+    fn keeps(&self, member: &Member) -> bool {
+        self.0.passwords.iter().any(|p| p.as_bytes() == member.0)
+    }
+}
+
+fn config(
     passwords: &[Secret],
     masquerade: Option<SocketAddr>,
     up_bps: u64,
@@ -165,7 +204,7 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
         tokio::spawn(async move {
             let limit = shared.limits.load().handshake_timeout;
             // The users current when the connection starts.
-            let Serve::Hysteria2(config) = &**shared.serve.load() else {
+            let Serve::Hysteria2(Hysteria2(config)) = &**shared.serve.load() else {
                 return;
             };
             let config = config.clone();
@@ -213,7 +252,7 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
                 peer,
             ));
             let _udp = AbortOnDrop(udp);
-            let member = Member::Hysteria2(connection.password().to_owned());
+            let member = Member(connection.password().as_bytes().to_vec());
             let mut removed = std::pin::pin!(shared.removed(&member));
             loop {
                 let pending = tokio::select! {

@@ -11,6 +11,7 @@ mod hysteria2;
 mod mux;
 mod proxy;
 mod refused;
+mod server;
 mod sniff;
 mod socks;
 mod ss_udp;
@@ -19,14 +20,10 @@ mod udp;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{
-    InboundProtocol, InboundSpec, Limits, Secret, ServerShape, ServerTls, Uuid,
-};
-use etemenanki_proto::aead::{Algorithm, MasterKey};
-use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess};
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, ServerShape, ServerTls};
 use etemenanki_transport::grpc::GrpcConnection;
 use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
@@ -39,187 +36,35 @@ use crate::dial::Dialer;
 use crate::plane::Plane;
 use crate::relay::{relay, Ended, Relayed};
 use admission::{Admission, Handshaking, Shed};
+use server::{registry, Server};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The protocol core an inbound serves each connection with, and what its
-/// connections share: user tables with their keys derived once, and the
-/// replay filters.
-enum Serve {
-    Socks {
-        udp: bool,
-    },
-    Http,
+registry! {
+    Socks(socks::Socks),
+    Http(http::Http),
     /// QUIC on a UDP socket: served by hysteria2.rs, never by the TCP loop.
-    Hysteria2(Arc<etemenanki_hysteria2::server::ServerConfig>),
-    Trojan {
-        users: Arc<trojan::server::Users>,
-        fallback: Option<SocketAddr>,
-    },
-    Vless {
-        users: Arc<vless::server::Users>,
-        fallback: Option<SocketAddr>,
-    },
-    Vmess {
-        users: Arc<vmess::server::Users>,
-        replay: Arc<vmess::server::ReplayFilter>,
-    },
-    Shadowsocks {
-        master: MasterKey,
-        salts: Arc<shadowsocks::server::SaltFilter>,
-    },
-    Ss2022 {
-        users: Arc<ss2022::server::Users>,
-        salts: Arc<ss2022::server::SaltFilter>,
-    },
+    Hysteria2(hysteria2::Hysteria2),
+    Trojan(proxy::Trojan),
+    Vless(proxy::Vless),
+    Vmess(proxy::Vmess),
+    Shadowsocks(proxy::Shadowsocks),
+    Ss2022(proxy::Ss2022),
     /// The DNS service for the host, on UDP and TCP.
-    Dns,
+    Dns(dns::Dns),
 }
 
-impl Serve {
-    /// The core of `protocol`, and the transport it is served under.
-    fn build(protocol: &InboundProtocol) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
-        let ids = |ids: &[Secret<Uuid>]| -> Vec<[u8; 16]> {
-            ids.iter().map(|id| id.expose().0).collect()
-        };
-        Ok(match protocol {
-            InboundProtocol::Socks { udp, tls, .. } => {
-                (Serve::Socks { udp: *udp }, &TCP, tls.as_ref())
-            }
-            InboundProtocol::Http { tls, .. } => (Serve::Http, &TCP, tls.as_ref()),
-            InboundProtocol::Trojan {
-                passwords,
-                transport,
-                fallback,
-            } => {
-                let passwords: Vec<&str> = passwords.iter().map(|p| p.expose().as_str()).collect();
-                let users = Arc::new(trojan::server::Users::new(&passwords));
-                let serve = Serve::Trojan {
-                    users,
-                    fallback: *fallback,
-                };
-                (serve, &transport.shape, transport.tls.as_ref())
-            }
-            InboundProtocol::Vless {
-                ids: list,
-                transport,
-                fallback,
-            } => {
-                let users = Arc::new(vless::server::Users::new(&ids(list)));
-                let serve = Serve::Vless {
-                    users,
-                    fallback: *fallback,
-                };
-                (serve, &transport.shape, transport.tls.as_ref())
-            }
-            InboundProtocol::Vmess {
-                ids: list,
-                transport,
-            } => {
-                let serve = Serve::Vmess {
-                    users: Arc::new(vmess::server::Users::new(&ids(list))),
-                    replay: Arc::new(vmess::server::ReplayFilter::new()),
-                };
-                (serve, &transport.shape, transport.tls.as_ref())
-            }
-            InboundProtocol::Shadowsocks {
-                method, password, ..
-            } => {
-                let master = MasterKey::from_password(
-                    Algorithm::from(*method),
-                    password.expose().as_bytes(),
-                );
-                let serve = Serve::Shadowsocks {
-                    master,
-                    salts: Arc::new(shadowsocks::server::SaltFilter::new()),
-                };
-                (serve, &TCP, None)
-            }
-            InboundProtocol::Ss2022 {
-                method, psk, users, ..
-            } => {
-                let users: Vec<&[u8]> = users.iter().map(|u| u.expose().as_slice()).collect();
-                let users =
-                    ss2022::server::Users::new(*method, psk.expose(), &users, SystemTime::now)?;
-                let serve = Serve::Ss2022 {
-                    users: Arc::new(users),
-                    salts: Arc::new(ss2022::server::SaltFilter::new()),
-                };
-                (serve, &TCP, None)
-            }
-            InboundProtocol::Dns => (Serve::Dns, &TCP, None),
-            // Bound by hysteria2.rs, on QUIC: its TCP side serves nothing.
-            InboundProtocol::Hysteria2 {
-                passwords,
-                masquerade,
-                up_bps,
-                down_bps,
-                ..
-            } => {
-                let config = hysteria2::config(passwords, *masquerade, *up_bps, *down_bps);
-                (Serve::Hysteria2(config), &TCP, None)
-            }
-        })
-    }
-}
-
-impl Serve {
-    /// Takes `old`'s replay filters, so what it saw stays refused.
-    fn keep_filters(&mut self, old: &Serve) {
-        match (self, old) {
-            (Serve::Vmess { replay, .. }, Serve::Vmess { replay: kept, .. }) => {
-                *replay = kept.clone()
-            }
-            (Serve::Shadowsocks { salts, .. }, Serve::Shadowsocks { salts: kept, .. }) => {
-                *salts = kept.clone()
-            }
-            (Serve::Ss2022 { salts, .. }, Serve::Ss2022 { salts: kept, .. }) => {
-                *salts = kept.clone()
-            }
-            _ => {}
-        }
-    }
-
-    /// Whether this table still has `member`'s user.
-    fn keeps(&self, member: &Member) -> bool {
-        match (self, member) {
-            (Serve::Trojan { users, .. }, Member::Trojan(hash)) => users.knows(hash),
-            (Serve::Vless { users, .. }, Member::Vless(id)) => users.knows(id),
-            (Serve::Vmess { users, .. }, Member::Vmess(key)) => users.knows(key),
-            (Serve::Ss2022 { users, .. }, Member::Ss2022(identity)) => users.knows(identity),
-            (Serve::Hysteria2(config), Member::Hysteria2(password)) => {
-                config.passwords.contains(password)
-            }
-            _ => false,
-        }
-    }
-}
-
-/// The user a connection authenticated as, as its table names it.
-pub enum Member {
-    /// The password's hash.
-    Trojan([u8; 56]),
-    /// The user id.
-    Vless([u8; 16]),
-    /// The user's command key.
-    Vmess([u8; 16]),
-    /// The hash its identity headers carry.
-    Ss2022([u8; 16]),
-    /// The password it authenticated with.
-    Hysteria2(String),
-}
+/// The user a connection authenticated as, as its table names it: the key
+/// a reload's new table is asked whether it still has.
+pub struct Member(pub Vec<u8>);
 
 impl Shared {
     /// The keys of a Shadowsocks inbound's UDP socket, from the current
     /// users.
     fn udp_keys(&self) -> Option<ss_udp::Keys> {
-        match &**self.serve.load() {
-            Serve::Shadowsocks { master, .. } => Some(ss_udp::Keys::Aead(master.clone())),
-            Serve::Ss2022 { users, .. } => Some(ss_udp::Keys::Ss2022(users.clone())),
-            _ => None,
-        }
+        self.serve.load().udp_keys()
     }
 
     /// Resolves once a reload has removed `member`'s user.
@@ -233,10 +78,6 @@ impl Shared {
         }
     }
 }
-
-/// The transport of socks, http and both Shadowsocks: TCP, under TLS for
-/// the first two when their spec says so.
-static TCP: ServerShape = ServerShape::Tcp;
 
 /// What every connection of one inbound shares.
 pub struct Shared {
@@ -401,7 +242,7 @@ impl Inbound {
                     Ok(socket) => {
                         let shared = self.shared.clone();
                         self.udp_task = Some(match **self.shared.serve.load() {
-                            Serve::Dns => tokio::spawn(dns::serve_udp(shared, socket)),
+                            Serve::Dns(_) => tokio::spawn(dns::serve_udp(shared, socket)),
                             _ => tokio::spawn(ss_udp::serve(shared, socket)),
                         });
                     }
@@ -592,73 +433,7 @@ async fn serve_stream(
     handshake: Handshaking,
 ) -> io::Result<()> {
     let serve = shared.serve.load_full();
-    // Each protocol's future on the heap: a connection's task is as large
-    // as its own protocol's path, not the largest of them all.
-    match &*serve {
-        Serve::Socks { udp } => Box::pin(socks::serve(shared, client, peer, handshake, *udp)).await,
-        Serve::Http => Box::pin(http::serve(shared, client, peer, handshake)).await,
-        // The permit goes back once the first message is whole.
-        Serve::Dns => Box::pin(dns::serve_tcp(shared, client, peer, handshake)).await,
-        Serve::Hysteria2(_) => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "hysteria2 accepts no tcp connection",
-        )),
-        Serve::Trojan { users, fallback } => {
-            Box::pin(proxy::trojan(
-                shared,
-                client,
-                peer,
-                handshake,
-                users.clone(),
-                *fallback,
-            ))
-            .await
-        }
-        Serve::Vless { users, fallback } => {
-            Box::pin(proxy::vless(
-                shared,
-                client,
-                peer,
-                handshake,
-                users.clone(),
-                *fallback,
-            ))
-            .await
-        }
-        Serve::Vmess { users, replay } => {
-            Box::pin(proxy::vmess(
-                shared,
-                client,
-                peer,
-                handshake,
-                users.clone(),
-                replay.clone(),
-            ))
-            .await
-        }
-        Serve::Shadowsocks { master, salts } => {
-            Box::pin(proxy::shadowsocks(
-                shared,
-                client,
-                peer,
-                handshake,
-                master.clone(),
-                salts.clone(),
-            ))
-            .await
-        }
-        Serve::Ss2022 { users, salts } => {
-            Box::pin(proxy::ss2022(
-                shared,
-                client,
-                peer,
-                handshake,
-                users.clone(),
-                salts.clone(),
-            ))
-            .await
-        }
-    }
+    serve.serve(shared, client, peer, handshake).await
 }
 
 impl Shared {

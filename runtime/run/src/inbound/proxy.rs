@@ -12,8 +12,10 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use etemenanki_proto::aead::MasterKey;
+use etemenanki_ir::spec::{InboundProtocol, Secret, ServerShape, ServerTls, Uuid};
+use etemenanki_proto::aead::{Algorithm, MasterKey};
 use etemenanki_proto::codec::{DatagramCodec, FlowKind, ServerCore, ServerRequest, StreamCodec};
 use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess, Address};
 use etemenanki_transport::Stream;
@@ -22,10 +24,252 @@ use tokio::io::AsyncWriteExt;
 use super::admission::Handshaking;
 use super::handshake::{handshake, open_and_relay, unspecified, Handshake};
 use super::refused::refused;
+use super::server::{Server, TCP};
+use super::ss_udp;
 use super::{datagrams, mux, Member, Shared};
 use crate::framed::Framed;
 use crate::outbound::{TROJAN_BUF, VLESS_BUF, VMESS_BUF};
 use crate::stream_datagrams::StreamDatagrams;
+
+/// Whether `member` is a user `knows` has: a key of `N` bytes.
+fn knows<const N: usize>(member: &Member, knows: impl FnOnce(&[u8; N]) -> bool) -> bool {
+    <&[u8; N]>::try_from(member.0.as_slice()).is_ok_and(knows)
+}
+
+fn ids(ids: &[Secret<Uuid>]) -> Vec<[u8; 16]> {
+    ids.iter().map(|id| id.expose().0).collect()
+}
+
+pub struct Trojan {
+    users: Arc<trojan::server::Users>,
+    fallback: Option<SocketAddr>,
+}
+
+impl Server for Trojan {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Trojan>> {
+        let InboundProtocol::Trojan {
+            passwords,
+            fallback,
+            ..
+        } = protocol
+        else {
+            return None;
+        };
+        let passwords: Vec<&str> = passwords.iter().map(|p| p.expose().as_str()).collect();
+        Some(Ok(Trojan {
+            users: Arc::new(trojan::server::Users::new(&passwords)),
+            fallback: *fallback,
+        }))
+    }
+
+    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
+        match protocol {
+            InboundProtocol::Trojan { transport, .. } => (&transport.shape, transport.tls.as_ref()),
+            _ => (&TCP, None),
+        }
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        admitted: Handshaking,
+    ) -> io::Result<()> {
+        trojan(
+            shared,
+            client,
+            peer,
+            admitted,
+            self.users.clone(),
+            self.fallback,
+        )
+        .await
+    }
+
+    fn keeps(&self, member: &Member) -> bool {
+        knows(member, |hash| self.users.knows(hash))
+    }
+}
+
+pub struct Vless {
+    users: Arc<vless::server::Users>,
+    fallback: Option<SocketAddr>,
+}
+
+impl Server for Vless {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Vless>> {
+        let InboundProtocol::Vless {
+            ids: list,
+            fallback,
+            ..
+        } = protocol
+        else {
+            return None;
+        };
+        Some(Ok(Vless {
+            users: Arc::new(vless::server::Users::new(&ids(list))),
+            fallback: *fallback,
+        }))
+    }
+
+    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
+        match protocol {
+            InboundProtocol::Vless { transport, .. } => (&transport.shape, transport.tls.as_ref()),
+            _ => (&TCP, None),
+        }
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        admitted: Handshaking,
+    ) -> io::Result<()> {
+        vless(
+            shared,
+            client,
+            peer,
+            admitted,
+            self.users.clone(),
+            self.fallback,
+        )
+        .await
+    }
+
+    fn keeps(&self, member: &Member) -> bool {
+        knows(member, |id| self.users.knows(id))
+    }
+}
+
+pub struct Vmess {
+    users: Arc<vmess::server::Users>,
+    replay: Arc<vmess::server::ReplayFilter>,
+}
+
+impl Server for Vmess {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Vmess>> {
+        let InboundProtocol::Vmess { ids: list, .. } = protocol else {
+            return None;
+        };
+        Some(Ok(Vmess {
+            users: Arc::new(vmess::server::Users::new(&ids(list))),
+            replay: Arc::new(vmess::server::ReplayFilter::new()),
+        }))
+    }
+
+    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
+        match protocol {
+            InboundProtocol::Vmess { transport, .. } => (&transport.shape, transport.tls.as_ref()),
+            _ => (&TCP, None),
+        }
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        admitted: Handshaking,
+    ) -> io::Result<()> {
+        let (users, replay) = (self.users.clone(), self.replay.clone());
+        vmess(shared, client, peer, admitted, users, replay).await
+    }
+
+    fn keep_filters(&mut self, old: &Vmess) {
+        self.replay = old.replay.clone();
+    }
+
+    fn keeps(&self, member: &Member) -> bool {
+        knows(member, |key| self.users.knows(key))
+    }
+}
+
+pub struct Shadowsocks {
+    master: MasterKey,
+    salts: Arc<shadowsocks::server::SaltFilter>,
+}
+
+impl Server for Shadowsocks {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Shadowsocks>> {
+        let InboundProtocol::Shadowsocks {
+            method, password, ..
+        } = protocol
+        else {
+            return None;
+        };
+        let algorithm = Algorithm::from(*method);
+        Some(Ok(Shadowsocks {
+            master: MasterKey::from_password(algorithm, password.expose().as_bytes()),
+            salts: Arc::new(shadowsocks::server::SaltFilter::new()),
+        }))
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        admitted: Handshaking,
+    ) -> io::Result<()> {
+        let (master, salts) = (self.master.clone(), self.salts.clone());
+        shadowsocks(shared, client, peer, admitted, master, salts).await
+    }
+
+    fn keep_filters(&mut self, old: &Shadowsocks) {
+        self.salts = old.salts.clone();
+    }
+
+    fn udp_keys(&self) -> Option<ss_udp::Keys> {
+        Some(ss_udp::Keys::Aead(self.master.clone()))
+    }
+}
+
+pub struct Ss2022 {
+    users: Arc<ss2022::server::Users>,
+    salts: Arc<ss2022::server::SaltFilter>,
+}
+
+impl Server for Ss2022 {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Ss2022>> {
+        let InboundProtocol::Ss2022 {
+            method, psk, users, ..
+        } = protocol
+        else {
+            return None;
+        };
+        let users: Vec<&[u8]> = users.iter().map(|u| u.expose().as_slice()).collect();
+        let users = ss2022::server::Users::new(*method, psk.expose(), &users, SystemTime::now);
+        Some(users.map_err(io::Error::from).map(|users| Ss2022 {
+            users: Arc::new(users),
+            salts: Arc::new(ss2022::server::SaltFilter::new()),
+        }))
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        admitted: Handshaking,
+    ) -> io::Result<()> {
+        let (users, salts) = (self.users.clone(), self.salts.clone());
+        ss2022(shared, client, peer, admitted, users, salts).await
+    }
+
+    fn keep_filters(&mut self, old: &Ss2022) {
+        self.salts = old.salts.clone();
+    }
+
+    fn keeps(&self, member: &Member) -> bool {
+        knows(member, |identity| self.users.knows(identity))
+    }
+
+    fn udp_keys(&self) -> Option<ss_udp::Keys> {
+        Some(ss_udp::Keys::Ss2022(self.users.clone()))
+    }
+}
 
 /// Runs `core` over the client; an authenticated request goes to `open`
 /// with the client and what it sent after the request, and runs until it
@@ -83,7 +327,7 @@ where
     }
 }
 
-pub async fn trojan(
+async fn trojan(
     shared: &Shared,
     client: Stream,
     peer: SocketAddr,
@@ -95,7 +339,7 @@ pub async fn trojan(
     if fallback.is_some() {
         core = core.with_fallback();
     }
-    let member = |request: &trojan::server::Request| Some(Member::Trojan(*request.user()));
+    let member = |request: &trojan::server::Request| Some(Member(request.user().to_vec()));
     serve(
         shared,
         client,
@@ -123,7 +367,7 @@ pub async fn trojan(
     .await
 }
 
-pub async fn vless(
+async fn vless(
     shared: &Arc<Shared>,
     client: Stream,
     peer: SocketAddr,
@@ -135,7 +379,7 @@ pub async fn vless(
     if fallback.is_some() {
         core = core.with_fallback();
     }
-    let member = |request: &vless::server::Request| Some(Member::Vless(*request.user()));
+    let member = |request: &vless::server::Request| Some(Member(request.user().to_vec()));
     serve(
         shared,
         client,
@@ -169,7 +413,7 @@ pub async fn vless(
     .await
 }
 
-pub async fn vmess(
+async fn vmess(
     shared: &Arc<Shared>,
     client: Stream,
     peer: SocketAddr,
@@ -178,7 +422,7 @@ pub async fn vmess(
     replay: Arc<vmess::server::ReplayFilter>,
 ) -> io::Result<()> {
     let core = vmess::server::Core::new(users, replay);
-    let member = |request: &vmess::server::Request| Some(Member::Vmess(*request.user()));
+    let member = |request: &vmess::server::Request| Some(Member(request.user().to_vec()));
     serve(
         shared,
         client,
@@ -223,7 +467,7 @@ pub async fn vmess(
     .await
 }
 
-pub async fn shadowsocks(
+async fn shadowsocks(
     shared: &Shared,
     client: Stream,
     peer: SocketAddr,
@@ -251,7 +495,7 @@ pub async fn shadowsocks(
     .await
 }
 
-pub async fn ss2022(
+async fn ss2022(
     shared: &Shared,
     client: Stream,
     peer: SocketAddr,
@@ -263,8 +507,9 @@ pub async fn ss2022(
     let core = ss2022::server::Core::new(users, salts.clone());
     // A single-user inbound's one user changes only with its PSK, which
     // rebuilds it.
-    let member =
-        |request: &ss2022::server::Request| table.identity(request.user()).map(Member::Ss2022);
+    let member = |request: &ss2022::server::Request| {
+        table.identity(request.user()).map(|id| Member(id.to_vec()))
+    };
     let served = serve(
         shared,
         client,

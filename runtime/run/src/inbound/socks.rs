@@ -3,16 +3,49 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
 use etemenanki_proto::socks::{status, Command, Handshake};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
 
 use super::admission::Handshaking;
 use super::handshake::{open_and_relay, read_request, unspecified};
+use super::server::{Server, TCP};
 use super::{udp, Shared};
 
-pub async fn serve(
+pub struct Socks {
+    udp: bool,
+}
+
+impl Server for Socks {
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Socks>> {
+        match protocol {
+            InboundProtocol::Socks { udp, .. } => Some(Ok(Socks { udp: *udp })),
+            _ => None,
+        }
+    }
+
+    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
+        match protocol {
+            InboundProtocol::Socks { tls, .. } => (&TCP, tls.as_ref()),
+            _ => (&TCP, None),
+        }
+    }
+
+    async fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        handshake: Handshaking,
+    ) -> io::Result<()> {
+        serve(shared, client, peer, handshake, self.udp).await
+    }
+}
+
+async fn serve(
     shared: &Shared,
     mut client: Stream,
     peer: SocketAddr,

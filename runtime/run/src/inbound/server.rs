@@ -1,0 +1,126 @@
+//! What every inbound protocol is: a server core built from its spec, over
+//! the transport its spec names, that serves each accepted client stream.
+//! Each protocol implements [`Server`] in its module and is listed once in
+//! the registry (inbound/mod.rs), which generates the closed enum of them
+//! ([`super::Serve`]) and its dispatch: a match, never a `Box<dyn>`.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
+use etemenanki_transport::Stream;
+
+use super::admission::Handshaking;
+use super::{ss_udp, Member, Shared};
+
+/// Plain TCP, the transport of a protocol that names none.
+pub static TCP: ServerShape = ServerShape::Tcp;
+
+pub trait Server: Sized + Send + Sync + 'static {
+    /// The server `protocol` describes when it is this protocol's: its
+    /// user tables with their keys derived once, its replay filters. A
+    /// reload that changes only the users builds it again.
+    fn build(protocol: &InboundProtocol) -> Option<io::Result<Self>>;
+
+    /// The transport its connections are accepted under.
+    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
+        let _ = protocol;
+        (&TCP, None)
+    }
+
+    /// Serves one client stream, in its handshake under `handshake` until
+    /// its request is parsed, then to its end.
+    fn serve(
+        &self,
+        shared: &Arc<Shared>,
+        client: Stream,
+        peer: SocketAddr,
+        handshake: Handshaking,
+    ) -> impl Future<Output = io::Result<()>> + Send;
+
+    /// Takes `old`'s replay filters, so what it saw stays refused.
+    fn keep_filters(&mut self, old: &Self) {
+        let _ = old;
+    }
+
+    /// Whether this table still has `member`'s user.
+    fn keeps(&self, member: &Member) -> bool {
+        let _ = member;
+        false
+    }
+
+    /// The keys of the inbound's shared UDP socket, for a protocol that
+    /// serves one.
+    fn udp_keys(&self) -> Option<ss_udp::Keys> {
+        None
+    }
+}
+
+/// The registry's machinery: from one list of servers, the enum of them
+/// and the matches that dispatch to them.
+macro_rules! registry {
+    ($($(#[$doc:meta])* $name:ident($server:ty),)*) => {
+        /// The protocol core an inbound serves each connection with, and
+        /// what its connections share.
+        enum Serve {
+            $($(#[$doc])* $name($server),)*
+        }
+
+        impl Serve {
+            /// The core of `protocol`, and the transport it is served under.
+            fn build(protocol: &InboundProtocol) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
+                $(
+                    if let Some(built) = <$server as Server>::build(protocol) {
+                        let (shape, tls) = <$server as Server>::transport(protocol);
+                        return Ok((Serve::$name(built?), shape, tls));
+                    }
+                )*
+                Err(io::Error::other(format!(
+                    "inbound protocol {} is not registered",
+                    protocol.name()
+                )))
+            }
+
+            async fn serve(
+                &self,
+                shared: &Arc<Shared>,
+                client: Stream,
+                peer: SocketAddr,
+                handshake: Handshaking,
+            ) -> io::Result<()> {
+                // Each protocol's future on the heap: a connection's task
+                // is as large as its own protocol's path, not the largest
+                // of them all.
+                match self {
+                    $(Serve::$name(server) => {
+                        Box::pin(server.serve(shared, client, peer, handshake)).await
+                    })*
+                }
+            }
+
+            fn keep_filters(&mut self, old: &Serve) {
+                match (self, old) {
+                    $((Serve::$name(new), Serve::$name(old)) => new.keep_filters(old),)*
+                    #[allow(unreachable_patterns)]
+                    _ => {}
+                }
+            }
+
+            fn keeps(&self, member: &Member) -> bool {
+                match self {
+                    $(Serve::$name(server) => server.keeps(member),)*
+                }
+            }
+
+            fn udp_keys(&self) -> Option<ss_udp::Keys> {
+                match self {
+                    $(Serve::$name(server) => server.udp_keys(),)*
+                }
+            }
+        }
+    };
+}
+
+pub(super) use registry;
