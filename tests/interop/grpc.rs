@@ -10,11 +10,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use crate::serve::ends;
 use crate::support::binaries::peer;
 use crate::support::certs::Pair;
 use crate::support::client::socks5_connect;
 use crate::support::client::{check_echo, pattern};
-use crate::serve::ends;
 use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, tcp_echo};
 use crate::vless::{

@@ -314,7 +314,10 @@ fn read_answer(tcp: &mut std::net::TcpStream) -> String {
         }
     }
     let head = String::from_utf8(answer.clone()).unwrap();
-    match head.lines().find_map(|l| l.strip_prefix("Content-Length: ")) {
+    match head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+    {
         Some(length) => {
             let mut body = vec![0u8; length.parse().unwrap()];
             tcp.read_exact(&mut body).unwrap();
@@ -327,7 +330,13 @@ fn read_answer(tcp: &mut std::net::TcpStream) -> String {
     String::from_utf8(answer)
         .unwrap()
         .split("\r\n")
-        .map(|line| if line.starts_with("Date: ") { "Date: *" } else { line })
+        .map(|line| {
+            if line.starts_with("Date: ") {
+                "Date: *"
+            } else {
+                line
+            }
+        })
         .collect::<Vec<_>>()
         .join("\r\n")
 }
@@ -347,7 +356,13 @@ fn our_ws_inbound_answers_probers_byte_for_byte_as_v2ray_does_and_keeps_the_conn
         "{}[inbound.settings]\nid = \"{ID}\"\n",
         served::Transport::Ws(PATH).inbound_tables()
     );
-    let _ours = served::serve(&served::own_dir(&dir, "ours", ours), "vless", ours, &tables, "");
+    let _ours = served::serve(
+        &served::own_dir(&dir, "ours", ours),
+        "vless",
+        ours,
+        &tables,
+        "",
+    );
     for (script, answers) in PROBES {
         let want = probe(theirs, script, *answers);
         assert_eq!(probe(ours, script, *answers), want, "{script}");
