@@ -7,7 +7,10 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use etemenanki_ir::spec::{Account, BalancerSpec, InboundProtocol, Secret, Strategy};
+use etemenanki_ir::spec::{
+    Account, BalancerSpec, InboundProtocol, InboundSpec, InboundTransport, Secret, ServerShape,
+    Strategy, Uuid,
+};
 
 use crate::plan::*;
 use crate::runtime::{run_plan_bytes, Runtime};
@@ -365,4 +368,110 @@ fn outbound_sockets_are_opened_under_the_socket_policy() {
     let mut seen = String::new();
     stream.read_to_string(&mut seen).unwrap();
     assert_eq!(seen, "127.0.0.3");
+}
+
+/// A vless inbound over gRPC (gun) on the service `svc`.
+fn vless_grpc_inbound(tag: &str) -> InboundSpec {
+    InboundSpec {
+        tag: tag.into(),
+        listen: any_port(),
+        sniff: false,
+        protocol: InboundProtocol::Vless {
+            ids: vec![Secret(Uuid([7; 16]))],
+            transport: InboundTransport {
+                shape: ServerShape::Grpc {
+                    service_name: "svc".into(),
+                },
+                tls: None,
+            },
+            fallback: None,
+        },
+    }
+}
+
+/// An HTTP/2 client connection over cleartext (RFC 9113 section 3.4): the
+/// preface and an empty SETTINGS frame.
+fn h2_connect(addr: std::net::SocketAddr) -> TcpStream {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    tcp
+}
+
+/// One gRPC call to `/other/Tun`, a service the inbound does not serve, on
+/// stream `id`: a HEADERS frame ending the stream, its fields literal
+/// (RFC 7541 section 6.2.2) against the static table.
+fn refused_call(tcp: &mut TcpStream, id: u32) -> std::io::Result<()> {
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+    for (index, value) in [
+        (&[0x04][..], "/other/Tun"),             // :path
+        (&[0x01][..], "grpc.example"),           // :authority
+        (&[0x0f, 0x10][..], "application/grpc"), // content-type
+    ] {
+        block.extend_from_slice(index);
+        block.push(value.len() as u8);
+        block.extend_from_slice(value.as_bytes());
+    }
+    let mut frame = (block.len() as u32).to_be_bytes()[1..].to_vec();
+    frame.extend_from_slice(&[0x01, 0x05]); // HEADERS, END_HEADERS | END_STREAM
+    frame.extend_from_slice(&id.to_be_bytes());
+    frame.extend_from_slice(&block);
+    tcp.write_all(&frame)
+}
+
+#[test]
+fn refused_grpc_calls_hold_no_handshake_slot_past_the_deadline_from_accept() {
+    let mut spec = spec(
+        vec![vless_grpc_inbound("in")],
+        vec![freedom("direct")],
+        vec![],
+        "direct",
+    );
+    spec.limits.max_handshakes = 8;
+    spec.limits.handshake_timeout = Duration::from_secs(1);
+    let runtime = Runtime::start(&spec);
+    let addr = runtime.addr("in");
+    // Eight connections, each making a refused call every 100 ms: they
+    // hold every handshake slot until their deadline, one second after
+    // their accept, and then are closed, however many calls they make.
+    let mut probers: Vec<TcpStream> = (0..8).map(|_| h2_connect(addr)).collect();
+    let start = Instant::now();
+    let mut id = 1;
+    let admitted = loop {
+        assert!(
+            start.elapsed() < WAIT,
+            "refused calls kept every handshake slot for {:?}",
+            start.elapsed()
+        );
+        for prober in &mut probers {
+            // A closed connection's write fails: that is the point.
+            let _ = refused_call(prober, id);
+        }
+        id += 2;
+        std::thread::sleep(Duration::from_millis(100));
+        if start.elapsed() < Duration::from_millis(1500) {
+            continue;
+        }
+        // Another client is admitted once a slot is free: the server's
+        // SETTINGS come, where a dropped socket ends with no byte.
+        let mut other = h2_connect(addr);
+        other.set_read_timeout(Some(WAIT)).unwrap();
+        let mut head = [0u8; 9];
+        if other.read_exact(&mut head).is_ok() {
+            break head;
+        }
+    };
+    assert_eq!(
+        admitted[3], 0x04,
+        "the server's first frame is its SETTINGS"
+    );
+    // Each prober's connection was ended by the server.
+    for prober in &mut probers {
+        prober.set_read_timeout(Some(WAIT)).unwrap();
+        match prober.read_to_end(&mut Vec::new()) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("a prober's connection is still open: {e}"),
+        }
+    }
 }

@@ -4,13 +4,17 @@
 //! upgrade with 404); early data in `Sec-WebSocket-Protocol` against
 //! sing-box, which reads it as the stream's first bytes. Our vmess
 //! outbound over ws and ws+tls to v2ray under every body security, and our
-//! trojan outbound over ws+tls to v2ray's trojan inbound.
+//! trojan outbound over ws+tls to v2ray's trojan inbound. Our ws inbound
+//! answers probers (another path, no upgrade, HTTP/1.0, pipelined
+//! requests, heads Go refuses) with v2ray's bytes but the date, keeping or
+//! closing the connection as v2ray does.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::serve as served;
 use crate::support::binaries::peer;
 use crate::support::client::socks5_connect;
 use crate::support::process::{scratch_dir, Process};
@@ -245,4 +249,122 @@ fn trojan_over_ws_and_tls_reaches_v2ray_and_carries_four_mebibytes_each_way() {
     let tables = ws_tables_with(PATH, Some(tls_table(&pki.ca)), "", &trojan);
     let (ours, front) = start_ours_with("trojan", &dir, upstream, &tables);
     carries_bulk(&ours, front, b"hello, v2ray over trojan, ws and tls");
+}
+
+/// Requests a prober sends to a ws inbound at [`PATH`], each script in one
+/// write on a connection of its own, with how many answers it draws.
+const PROBES: &[(&str, usize)] = &[
+    ("GET / HTTP/1.1\r\nHost: cdn.example\r\n\r\n", 1),
+    ("GET /vless-ws HTTP/1.1\r\nHost: cdn.example\r\n\r\n", 1),
+    (
+        "GET /vless-ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        1,
+    ),
+    (
+        "POST /vless-ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        1,
+    ),
+    (
+        "GET /x HTTP/1.1\r\nHost: a\r\n\r\nPOST /y HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n\
+         helloGET /vless-ws HTTP/1.1\r\nHost: a\r\n\r\nGET /z HTTP/1.1\r\nHost: a\r\n\
+         Connection: close\r\n\r\nGET /unread HTTP/1.1\r\nHost: a\r\n\r\n",
+        4,
+    ),
+    ("GET /x HTTP/1.0\r\n\r\n", 1),
+    ("GET /vless-ws HTTP/1.0\r\n\r\n", 1),
+    ("GET /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 1),
+    ("GET /x HTTP/1.1\r\n\r\n", 1),
+    ("garbage\r\n\r\n", 1),
+];
+
+/// What a server sent to one probe script: its answers with their `Date`
+/// values blanked, and whether it then closed the connection or, still
+/// open, answered one more request.
+fn probe(server: SocketAddr, script: &str, answers: usize) -> (Vec<String>, bool) {
+    let mut tcp = std::net::TcpStream::connect(server).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    tcp.write_all(script.as_bytes()).unwrap();
+    let mut got: Vec<String> = (0..answers).map(|_| read_answer(&mut tcp)).collect();
+    let mut rest = [0u8; 1];
+    let open = match tcp.write_all(b"GET /after HTTP/1.1\r\nHost: a\r\n\r\n") {
+        Err(_) => false,
+        Ok(()) => match tcp.peek(&mut rest) {
+            Ok(0) | Err(_) => false,
+            Ok(_) => {
+                got.push(read_answer(&mut tcp));
+                true
+            }
+        },
+    };
+    (got, open)
+}
+
+/// One HTTP answer from `tcp`: its head, then its Content-Length of body
+/// (all of it, to the end, for an answer that has none and closes), the
+/// `Date` value blanked.
+fn read_answer(tcp: &mut std::net::TcpStream) -> String {
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        match tcp.read(&mut byte) {
+            Ok(1) => answer.push(byte[0]),
+            other => panic!("the answer ended early ({other:?}): {answer:?}"),
+        }
+    }
+    let head = String::from_utf8(answer.clone()).unwrap();
+    match head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+    {
+        Some(length) => {
+            let mut body = vec![0u8; length.parse().unwrap()];
+            tcp.read_exact(&mut body).unwrap();
+            answer.extend_from_slice(&body);
+        }
+        None => {
+            let _ = tcp.read_to_end(&mut answer);
+        }
+    }
+    String::from_utf8(answer)
+        .unwrap()
+        .split("\r\n")
+        .map(|line| {
+            if line.starts_with("Date: ") {
+                "Date: *"
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n")
+}
+
+#[test]
+fn our_ws_inbound_answers_probers_byte_for_byte_as_v2ray_does_and_keeps_the_connection_alike() {
+    let test =
+        "our_ws_inbound_answers_probers_byte_for_byte_as_v2ray_does_and_keeps_the_connection_alike";
+    let Some(v2ray) = peer(test, "v2ray") else {
+        return;
+    };
+    let dir = scratch_dir(test);
+    let theirs = free_addr();
+    let _v2ray = v2ray_server(&v2ray, &dir, theirs, Transport::Ws(PATH));
+    let ours = free_addr();
+    let tables = format!(
+        "{}[inbound.settings]\nid = \"{ID}\"\n",
+        served::Transport::Ws(PATH).inbound_tables()
+    );
+    let _ours = served::serve(
+        &served::own_dir(&dir, "ours", ours),
+        "vless",
+        ours,
+        &tables,
+        "",
+    );
+    for (script, answers) in PROBES {
+        let want = probe(theirs, script, *answers);
+        assert_eq!(probe(ours, script, *answers), want, "{script}");
+    }
 }

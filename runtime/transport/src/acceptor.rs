@@ -111,7 +111,8 @@ impl Acceptor {
     /// within `limits.handshake_timeout`; the error at the limit names the
     /// layer that was late (`tls handshake timed out`, `websocket handshake
     /// timed out`, `grpc handshake timed out`). A gRPC connection's
-    /// liveness takes its time limits from `limits` too.
+    /// liveness takes its time limits from `limits` too, and it is closed
+    /// at that same deadline if it has carried no call by then.
     pub async fn accept(&self, socket: TcpStream, limits: &Limits) -> io::Result<Accepted> {
         // Elsewhere an accepted socket may not inherit the listener's options.
         #[cfg(not(target_os = "linux"))]
@@ -134,7 +135,7 @@ impl Acceptor {
                 Accepted::Stream(Stream::Ws(Box::new(upgraded.await?)))
             }
             Shape::Grpc(grpc) => {
-                let connection = grpc.accept(stream, limits);
+                let connection = grpc.accept(stream, limits, deadline);
                 let connection = within(deadline, "grpc handshake timed out", connection).await?;
                 Accepted::Grpc(Box::new(connection))
             }

@@ -57,13 +57,14 @@ impl<'a> Upgrade<'a> {
             key: base64::encode(nonce),
         }
     }
+}
 
-    fn accept_token(&self) -> String {
-        let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
-        ctx.update(self.key.as_bytes());
-        ctx.update(ACCEPT_GUID);
-        base64::encode(ctx.finish().as_ref())
-    }
+/// The `Sec-WebSocket-Accept` token that answers `key`.
+pub(super) fn accept_token(key: &str) -> String {
+    let mut ctx = digest::Context::new(&digest::SHA1_FOR_LEGACY_USE_ONLY);
+    ctx.update(key.as_bytes());
+    ctx.update(ACCEPT_GUID);
+    base64::encode(ctx.finish().as_ref())
 }
 
 fn invalid(text: &'static str) -> io::Error {
@@ -129,7 +130,7 @@ impl ClientCodec for Upgrade<'_> {
             .filter_map(|line| line.split_once(':'))
             .find(|(name, _)| name.trim().eq_ignore_ascii_case("sec-websocket-accept"))
             .map(|(_, value)| value.trim());
-        if accept != Some(self.accept_token().as_str()) {
+        if accept != Some(accept_token(&self.key).as_str()) {
             return Err(invalid(
                 "websocket: the upgrade answer has no valid Sec-WebSocket-Accept",
             ));

@@ -471,6 +471,48 @@ async fn a_ws_upgrade_naming_the_host_is_served_and_another_host_refused_as_a_wr
     }
 }
 
+/// Reads one HTTP answer from `tcp`: its head, then as many bytes as its
+/// Content-Length says (the bytes of a 101 end at its head).
+async fn read_answer(tcp: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            tcp.read(&mut byte).await.unwrap(),
+            1,
+            "the answer ended early"
+        );
+        answer.push(byte[0]);
+    }
+    let head = String::from_utf8(answer.clone()).unwrap();
+    let length = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Content-Length: "))
+        .map_or(0, |n| n.parse().unwrap());
+    let mut body = vec![0u8; length];
+    tcp.read_exact(&mut body).await.unwrap();
+    answer.extend_from_slice(&body);
+    String::from_utf8(answer).unwrap()
+}
+
+/// `answer` with its Date line's value replaced by `*`.
+fn undated(answer: &str) -> String {
+    answer
+        .split("\r\n")
+        .map(|line| {
+            if line.starts_with("Date: ") {
+                "Date: *"
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\r\n")
+}
+
+const UPGRADE: &str = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                       Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
 #[tokio::test]
 async fn a_prober_gets_the_same_bytes_for_a_wrong_host_as_for_a_wrong_path() {
     let acceptor = Acceptor::build(
@@ -481,27 +523,20 @@ async fn a_prober_gets_the_same_bytes_for_a_wrong_host_as_for_a_wrong_path() {
         None,
     )
     .unwrap();
-    let (addr, mut accepted) = serve(acceptor, Limits::default()).await;
-    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    let (addr, _accepted) = serve(acceptor, Limits::default()).await;
     let mut answers = Vec::new();
     for request in [
-        format!("GET /elsewhere HTTP/1.1\r\nHost: cdn.example\r\n{upgrade}"),
-        format!("GET /ws HTTP/1.1\r\nHost: prober.example\r\n{upgrade}"),
+        format!("GET /elsewhere HTTP/1.1\r\nHost: cdn.example\r\n{UPGRADE}"),
+        format!("GET /ws HTTP/1.1\r\nHost: prober.example\r\n{UPGRADE}"),
         "GET /ws HTTP/1.1\r\nHost: prober.example\r\n\r\n".to_owned(),
-        format!("GET /ws HTTP/1.1\r\n{upgrade}"),
     ] {
         let mut tcp = TcpStream::connect(addr).await.unwrap();
         tcp.write_all(request.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        tcp.read_to_end(&mut answer).await.unwrap();
-        assert!(accepted.recv().await.unwrap().is_err());
-        answers.push(String::from_utf8(answer).unwrap());
+        answers.push(undated(&read_answer(&mut tcp).await));
     }
-    assert!(
-        answers[0].starts_with("HTTP/1.1 404 Not Found\r\n"),
-        "{}",
-        answers[0]
+    assert_eq!(
+        answers[0],
+        "HTTP/1.1 404 Not Found\r\nDate: *\r\nContent-Length: 0\r\n\r\n"
     );
     for answer in &answers[1..] {
         assert_eq!(answer, &answers[0]);
@@ -509,7 +544,7 @@ async fn a_prober_gets_the_same_bytes_for_a_wrong_host_as_for_a_wrong_path() {
 }
 
 #[tokio::test]
-async fn a_plain_http_request_is_answered_as_a_web_server_would_and_closed() {
+async fn a_refused_request_keeps_the_connection_and_pipelined_requests_are_each_answered() {
     let acceptor = Acceptor::build(
         &ServerShape::Ws {
             path: "/ws".into(),
@@ -519,24 +554,61 @@ async fn a_plain_http_request_is_answered_as_a_web_server_would_and_closed() {
     )
     .unwrap();
     let (addr, mut accepted) = serve(acceptor, Limits::default()).await;
-    for (request, status) in [
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // Three requests in one write, the second with a body, then an upgrade.
+    let requests = format!(
+        "GET / HTTP/1.1\r\nHost: cdn.example\r\n\r\n\
+         POST /ws HTTP/1.1\r\nHost: cdn.example\r\nContent-Length: 5\r\n\r\nhello\
+         GET /ws HTTP/1.1\r\nHost: cdn.example\r\n\r\n\
+         GET /ws HTTP/1.1\r\nHost: cdn.example\r\n{UPGRADE}"
+    );
+    tcp.write_all(requests.as_bytes()).await.unwrap();
+    let bad_request = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                       Sec-Websocket-Version: 13\r\nX-Content-Type-Options: nosniff\r\n\
+                       Date: *\r\nContent-Length: 12\r\n\r\nBad Request\n";
+    for want in [
+        "HTTP/1.1 404 Not Found\r\nDate: *\r\nContent-Length: 0\r\n\r\n",
+        bad_request,
+        bad_request,
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+    ] {
+        assert_eq!(undated(&read_answer(&mut tcp).await), want);
+    }
+    let Accepted::Stream(Stream::Ws(_)) = accepted.recv().await.unwrap().unwrap() else {
+        panic!("the upgrade after the refusals is a websocket");
+    };
+}
+
+#[tokio::test]
+async fn http_1_0_or_connection_close_is_answered_and_then_closed() {
+    let acceptor = Acceptor::build(
+        &ServerShape::Ws {
+            path: "/ws".into(),
+            host: None,
+        },
+        None,
+    )
+    .unwrap();
+    let (addr, mut accepted) = serve(acceptor, Limits::default()).await;
+    for (request, want) in [
         (
-            &b"GET / HTTP/1.1\r\nHost: cdn.example\r\n\r\n"[..],
-            "HTTP/1.1 404 Not Found\r\n",
+            "GET / HTTP/1.0\r\n\r\nGET / HTTP/1.0\r\n\r\n",
+            "HTTP/1.0 404 Not Found\r\nDate: *\r\nContent-Length: 0\r\n\r\n",
         ),
         (
-            b"GET /ws HTTP/1.1\r\nHost: cdn.example\r\n\r\n",
-            "HTTP/1.1 400 Bad Request\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "HTTP/1.1 404 Not Found\r\nDate: *\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         ),
     ] {
         let mut tcp = TcpStream::connect(addr).await.unwrap();
-        tcp.write_all(request).await.unwrap();
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        // One answer, then the end: the request behind it is not read.
         let mut answer = Vec::new();
         tcp.read_to_end(&mut answer).await.unwrap();
-        let answer = String::from_utf8(answer).unwrap();
-        assert!(answer.starts_with(status), "{answer}");
-        assert!(!answer.to_ascii_lowercase().contains("upgrade"), "{answer}");
-        assert!(accepted.recv().await.unwrap().is_err());
+        assert_eq!(undated(&String::from_utf8(answer).unwrap()), want);
+        let error = accepted.recv().await.unwrap().err().unwrap();
+        assert_eq!(error.to_string(), "websocket: no upgrade at \"/\"");
     }
 }
 

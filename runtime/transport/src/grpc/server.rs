@@ -2,7 +2,8 @@
 //! then every call to `/<service_name>/Tun` one gun tunnel ([`GrpcStream`])
 //! as v2ray, Xray and sing-box clients open them, many on one connection;
 //! so is every call to `/<service_name>/TunMulti`, Xray's multi mode, whose
-//! messages carry several buffers each ([`gun::Message::MultiHunk`]).
+//! messages carry several buffers each
+//! ([`etemenanki_proto::gun::Message::MultiHunk`]).
 //!
 //! A [`GrpcConnection`] owns the HTTP/2 connection and yields its calls.
 //! h2 does all of a connection's I/O, for every stream on it, inside the
@@ -12,27 +13,33 @@
 //! yields, and keeps calling `next` until it returns `None` or an error;
 //! dropping the connection ends every stream on it.
 //!
+//! A call the service does not serve is answered as grpc-go answers it
+//! ([`refusal`]), and the connection goes on.
+//!
 //! Liveness: a ping every [`PING_INTERVAL`], and a client whose pong has
-//! not come within the handshake time limit is dropped; a connection that
-//! carries no call is closed (GOAWAY) after the handshake time limit if it
-//! never carried one, else after the relay idle time limit, so a client
-//! that keeps its connection for later calls (as grpc-go's do) may.
+//! not come within the handshake time limit is dropped. A connection that
+//! has carried no call by the handshake deadline, counted from its accept,
+//! is closed then (GOAWAY), however many refused calls it made: those hold
+//! its handshake slot no longer. One that carried a call is closed once it
+//! has carried none for the relay idle time limit, so a client that keeps
+//! its connection for later calls (as grpc-go's do) may.
 
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::{pin, Pin};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use etemenanki_ir::spec::Limits;
-use etemenanki_proto::gun;
 use h2::server::{Connection, SendResponse};
 use h2::{Ping, PingPong, Reason, RecvStream};
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, HeaderValue, Method, Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 use tokio::time::{Instant, Sleep};
 
+use self::refusal::Refusal;
 use super::stream::GrpcStream;
 use super::wire::{self, Tail, Wire};
 use super::{h2_error_by, Addrs, CONNECTION_WINDOW, SEND_BUFFER, STREAM_WINDOW};
@@ -61,48 +68,30 @@ pub(super) fn status_ok() -> HeaderMap {
 /// How one inbound takes its HTTP/2 connections.
 #[derive(Clone, Debug)]
 pub struct GrpcServer {
-    paths: Paths,
+    /// The service whose `Tun` and `TunMulti` calls are tunnels.
+    service: Arc<str>,
     ping_interval: Duration,
-}
-
-/// The calls of the service, by path.
-#[derive(Clone, Debug)]
-struct Paths {
-    /// `/<service_name>/Tun`.
-    tun: String,
-    /// `/<service_name>/TunMulti`.
-    tun_multi: String,
-}
-
-impl Paths {
-    /// The message a call to `path` carries, or `None` for a path that is
-    /// no call of the service.
-    fn classify(&self, path: &str) -> Option<gun::Message> {
-        if path == self.tun {
-            Some(gun::Message::Hunk)
-        } else if path == self.tun_multi {
-            Some(gun::Message::MultiHunk)
-        } else {
-            None
-        }
-    }
 }
 
 impl GrpcServer {
     pub fn new(service_name: &str) -> Self {
         GrpcServer {
-            paths: Paths {
-                tun: format!("/{service_name}/Tun"),
-                tun_multi: format!("/{service_name}/TunMulti"),
-            },
+            service: service_name.into(),
             ping_interval: PING_INTERVAL,
         }
     }
 
     /// The server handshake over `stream`: our SETTINGS sent, the client's
     /// preface read. The caller bounds the time it takes; `limits` gives
-    /// the connection's liveness its time limits.
-    pub async fn accept(&self, stream: Stream, limits: &Limits) -> io::Result<GrpcConnection> {
+    /// the connection's liveness its time limits, and `deadline` (the
+    /// handshake deadline counted from the socket's accept) is when it is
+    /// closed if it has carried no call by then.
+    pub async fn accept(
+        &self,
+        stream: Stream,
+        limits: &Limits,
+        deadline: Instant,
+    ) -> io::Result<GrpcConnection> {
         let addrs = Addrs {
             local: stream.local_addr()?,
             peer: stream.peer_addr()?,
@@ -131,15 +120,14 @@ impl GrpcServer {
             ping: connection.ping_pong(),
             connection,
             tail,
-            paths: self.paths.clone(),
+            service: self.service.clone(),
             addrs,
             ping_interval: self.ping_interval,
             pong_timeout: limits.handshake_timeout,
             ping_timer: Box::pin(tokio::time::sleep_until(now + self.ping_interval)),
             pong_due: false,
-            first_call_within: limits.handshake_timeout,
             idle_limit: limits.relay_idle_timeout,
-            idle_timer: Box::pin(tokio::time::sleep_until(now + limits.handshake_timeout)),
+            idle_timer: Box::pin(tokio::time::sleep_until(deadline)),
             idle: Idle::Waiting,
             carried: false,
             ended: false,
@@ -152,6 +140,20 @@ impl GrpcServer {
         self.ping_interval = interval;
         self
     }
+}
+
+/// The one HEADERS frame that answers and ends a refused call.
+fn trailers_only(refused: &Refusal) -> Response<()> {
+    let mut response = Response::new(());
+    *response.status_mut() = refused.http;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(GRPC));
+    headers.insert("grpc-status", HeaderValue::from(u16::from(refused.grpc)));
+    // Percent-encoded, the message is visible ASCII: always a header value.
+    if let Ok(message) = HeaderValue::try_from(refusal::encode_message(&refused.message)) {
+        headers.insert("grpc-message", message);
+    }
+    response
 }
 
 fn client_error(e: h2::Error) -> io::Error {
@@ -173,7 +175,7 @@ pub struct GrpcConnection {
     connection: Connection<Wire, Bytes>,
     /// What h2 left gathered, sent each time it has done all it can.
     tail: Tail,
-    paths: Paths,
+    service: Arc<str>,
     addrs: Addrs,
     /// h2 hands out one `PingPong` a connection.
     ping: Option<PingPong>,
@@ -182,9 +184,9 @@ pub struct GrpcConnection {
     /// When the next ping is due, or, with `pong_due`, when its pong is.
     ping_timer: Pin<Box<Sleep>>,
     pong_due: bool,
-    first_call_within: Duration,
     idle_limit: Duration,
-    /// While no stream is open, when the connection is given up.
+    /// Until a call is carried, the deadline for the first; after, while
+    /// no stream is open, when the connection is given up.
     idle_timer: Pin<Box<Sleep>>,
     idle: Idle,
     /// Whether a call was ever yielded.
@@ -206,8 +208,8 @@ impl GrpcConnection {
     /// the client opens its next call to the service: that call as a
     /// [`Stream`] speaking gun (`Tun`) or its multi mode (`TunMulti`), its
     /// response head sent. A call to any other path, or that is no gRPC
-    /// call, is reset with REFUSED_STREAM
-    /// and the connection goes on. `None` when the connection has ended (the
+    /// call, is answered with a gRPC error that ends it, and the
+    /// connection goes on. `None` when the connection has ended (the
     /// client went away, or it sat idle and was closed); an error when it
     /// failed (a protocol error, or a client that stopped answering pings).
     /// After either, the connection is over: drop it.
@@ -254,6 +256,7 @@ impl GrpcConnection {
                 Poll::Ready(Some(Ok((request, respond)))) => {
                     if let Some(stream) = self.answer(request, respond) {
                         self.carried = true;
+                        self.idle = Idle::Busy;
                         return Poll::Ready(Some(Ok(stream)));
                     }
                 }
@@ -268,24 +271,27 @@ impl GrpcConnection {
         request: Request<RecvStream>,
         mut respond: SendResponse<Bytes>,
     ) -> Option<Stream> {
-        let is_grpc = request
-            .headers()
-            .get(CONTENT_TYPE)
-            .is_some_and(|t| t.as_bytes().starts_with(GRPC.as_bytes()));
-        let message = self
-            .paths
-            .classify(request.uri().path())
-            .filter(|_| request.method() == Method::POST && is_grpc);
-        let Some(message) = message else {
-            tracing::debug!(
-                "grpc call from {} to {} refused: not {} or {} with content-type application/grpc",
-                self.addrs.peer,
-                request.uri().path(),
-                self.paths.tun,
-                self.paths.tun_multi
-            );
-            respond.send_reset(Reason::REFUSED_STREAM);
-            return None;
+        let content_type = request.headers().get(CONTENT_TYPE).map(|t| t.as_bytes());
+        let path = request.uri().path();
+        let called = refusal::call(&self.service, request.method().as_str(), path, content_type);
+        let message = match called {
+            Ok(message) => message,
+            Err(refused) => {
+                tracing::debug!(
+                    "grpc call from {} to {} refused: {}",
+                    self.addrs.peer,
+                    path,
+                    refused.message
+                );
+                // Trailers-only; dropping the request then resets the
+                // client's half, if still open, with NO_ERROR, as grpc-go
+                // does.
+                if let Err(e) = respond.send_response(trailers_only(&refused), true) {
+                    let e = client_error(e);
+                    tracing::debug!("grpc call from {} ended: {e}", self.addrs.peer);
+                }
+                return None;
+            }
         };
         let mut response = Response::new(());
         response
@@ -309,10 +315,24 @@ impl GrpcConnection {
         }
     }
 
-    /// Arms the idle timer while no stream is open, and closes the
-    /// connection (GOAWAY, then h2 ends it) when it fires.
+    /// Until a call is carried, closes the connection at its first call's
+    /// deadline (GOAWAY, then h2 ends it at once, whatever streams refused
+    /// calls left open). After, arms the idle timer while no stream is
+    /// open, and closes the connection when it fires (GOAWAY, then h2 ends
+    /// it once its streams have).
     fn poll_idle(&mut self, cx: &mut Context<'_>) {
         if self.idle == Idle::Closing {
+            return;
+        }
+        if !self.carried {
+            if self.idle_timer.as_mut().poll(cx).is_ready() {
+                tracing::debug!(
+                    "grpc connection from {} carried no call by the handshake deadline; closing it",
+                    self.addrs.peer
+                );
+                self.idle = Idle::Closing;
+                self.connection.abrupt_shutdown(Reason::NO_ERROR);
+            }
             return;
         }
         if self.connection.has_streams() {
@@ -321,12 +341,9 @@ impl GrpcConnection {
         }
         if self.idle == Idle::Busy {
             self.idle = Idle::Waiting;
-            let limit = if self.carried {
-                self.idle_limit
-            } else {
-                self.first_call_within
-            };
-            self.idle_timer.as_mut().reset(Instant::now() + limit);
+            self.idle_timer
+                .as_mut()
+                .reset(Instant::now() + self.idle_limit);
         }
         if self.idle_timer.as_mut().poll(cx).is_ready() {
             tracing::debug!(
@@ -370,5 +387,6 @@ impl GrpcConnection {
     }
 }
 
+mod refusal;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
 use crate::acceptor::tests::{pattern, round_trip};
-use gun::{Decoder, Step};
+use etemenanki_proto::gun::{self, Decoder, Step};
 
 fn limits(handshake: Duration, idle: Duration) -> Limits {
     Limits {
@@ -26,8 +26,9 @@ async fn server(limits: Limits) -> (SocketAddr, tokio::task::JoinHandle<GrpcConn
     let addr = listener.local_addr().unwrap();
     let accept = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
+        let deadline = Instant::now() + limits.handshake_timeout;
         GrpcServer::new("svc")
-            .accept(Stream::Tcp(tcp), &limits)
+            .accept(Stream::Tcp(tcp), &limits, deadline)
             .await
             .unwrap()
     });
@@ -81,30 +82,110 @@ async fn call(send: &SendRequest<Bytes>, path: &str) -> GrpcStream {
     GrpcStream::unpooled(response, body, addrs)
 }
 
+/// The answer to one call to `path` with `content_type`, sent with the
+/// client's half left open, as a tunnel's call is: its head, and whether
+/// it ended the stream.
+async fn answer_to(
+    send: &SendRequest<Bytes>,
+    path: &str,
+    content_type: &str,
+) -> (http::response::Parts, bool) {
+    let mut send = send.clone().ready().await.unwrap();
+    let (response, _body) = send
+        .send_request(request(path, content_type), false)
+        .unwrap();
+    let (head, body) = response.await.expect("an answer, not a reset").into_parts();
+    (head, body.is_end_stream())
+}
+
 #[tokio::test]
-async fn calls_elsewhere_are_refused_while_the_service_works_on_the_same_connection() {
+async fn a_call_elsewhere_is_answered_as_grpc_go_answers_it_and_the_connection_goes_on() {
     let (addr, connection) = server(Limits::default()).await;
     let send = client(addr).await;
     let calls = echo_calls(connection.await.unwrap());
-    for (path, content_type) in [
-        ("/other/Tun", "application/grpc"),
-        ("/other/TunMulti", "application/grpc"),
-        ("/svc/Tunnel", "application/grpc"),
-        ("/svc/Tun", "text/plain"),
-        ("/svc/TunMulti", "text/plain"),
+    for (path, content_type, status, grpc_status, message) in [
+        (
+            "/other/Tun",
+            "application/grpc",
+            200,
+            "12",
+            "unknown service other",
+        ),
+        (
+            "/other/TunMulti",
+            "application/grpc",
+            200,
+            "12",
+            "unknown service other",
+        ),
+        (
+            "/svc/Tunnel",
+            "application/grpc",
+            200,
+            "12",
+            "unknown method Tunnel for service svc",
+        ),
+        (
+            "/svc/Tun",
+            "text/plain",
+            415,
+            "3",
+            "invalid gRPC request content-type \"text/plain\"",
+        ),
+        (
+            "/svc/TunMulti",
+            "text/plain",
+            415,
+            "3",
+            "invalid gRPC request content-type \"text/plain\"",
+        ),
     ] {
-        let mut send = send.clone().ready().await.unwrap();
-        let (response, _body) = send
-            .send_request(request(path, content_type), false)
-            .unwrap();
-        let error = response.await.unwrap_err();
-        assert_eq!(error.reason(), Some(Reason::REFUSED_STREAM), "{path}");
+        let (head, ended) = answer_to(&send, path, content_type).await;
+        assert_eq!(head.status, status, "{path}");
+        assert_eq!(head.headers[CONTENT_TYPE], "application/grpc", "{path}");
+        assert_eq!(head.headers["grpc-status"], grpc_status, "{path}");
+        assert_eq!(head.headers["grpc-message"], message, "{path}");
+        assert!(
+            ended,
+            "{path}: trailers-only, the stream ended with its head"
+        );
     }
     let data = pattern(1024 * 1024, 1);
     let back = round_trip(call(&send, "/svc/Tun").await, data.clone()).await;
     assert!(back == data, "the service's call works after the refusals");
     drop(send);
     assert_eq!(calls.await.unwrap(), 1, "refused calls are never yielded");
+}
+
+#[tokio::test]
+async fn refused_calls_do_not_hold_a_connection_past_its_first_call_deadline() {
+    let limit = Duration::from_millis(400);
+    let (addr, connection) = server(limits(limit, Duration::from_secs(300))).await;
+    let send = client(addr).await;
+    let mut connection = connection.await.unwrap();
+    // A refused call every tenth of the limit, for twenty limits at most:
+    // before, each restarted the wait for a first call.
+    let refusals = async {
+        for _ in 0..200 {
+            // Once the server has closed, only its side is awaited.
+            let Ok(mut ready) = send.clone().ready().await else {
+                return std::future::pending().await;
+            };
+            // Its half left open, as a tunnel's call is opened; the
+            // answer awaited, whatever it is.
+            let call = request("/other/Tun", "application/grpc");
+            let Ok((answer, _body)) = ready.send_request(call, false) else {
+                return std::future::pending().await;
+            };
+            let _ = answer.await;
+            tokio::time::sleep(limit / 10).await;
+        }
+        panic!("refused calls kept the connection open past its deadline");
+    };
+    tokio::select! {
+        next = connection.next() => assert!(next.is_none(), "closed, nothing yielded"),
+        () = refusals => unreachable!(),
+    }
 }
 
 #[tokio::test]
