@@ -69,6 +69,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
     }
 
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_flush(cx)
     }
@@ -101,5 +113,22 @@ mod tests {
         let mut got = [0u8; 2];
         far.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"up");
+    }
+
+    #[tokio::test]
+    async fn a_vectored_write_reaches_the_stream_as_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (near, far) = tokio::join!(
+            tokio::net::TcpStream::connect(listener.local_addr().unwrap()),
+            listener.accept()
+        );
+        let mut stream = Prefixed::new(Vec::new(), near.unwrap());
+        assert!(stream.is_write_vectored());
+        let parts = [io::IoSlice::new(b"ab"), io::IoSlice::new(b"cd")];
+        // One writev: both slices, not the first alone.
+        assert_eq!(stream.write_vectored(&parts).await.unwrap(), 4);
+        let mut got = [0u8; 4];
+        far.unwrap().0.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"abcd");
     }
 }

@@ -17,26 +17,21 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use bytes::{Bytes, BytesMut};
 use etemenanki_hysteria2::server::{Pending, Server, ServerConfig, ServerStream};
 use etemenanki_hysteria2::udp::{self, Defragger, Message};
 use etemenanki_hysteria2::{tls, Salamander};
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, Obfs, Secret};
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Obfs, Secret};
 use etemenanki_proto::Address;
-use etemenanki_transport::Acceptor;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::admission::Admission;
 use super::admission::Handshaking;
-use super::server::{Server as InboundServer, TCP};
-use super::{Handoff, Inbound, Member, Serve, Shared};
+use super::server::Server as InboundServer;
+use super::{Member, Serve, Shared};
 use crate::connect::{open_stream, Flow};
-use crate::dial::Dialer;
 use crate::fanout::FanOut;
-use crate::plane::Plane;
 use crate::relay::{relay, Ended, Relayed};
 
 /// A bound QUIC server, not accepting yet.
@@ -110,16 +105,11 @@ fn bind_udp(addr: SocketAddr) -> io::Result<Socket> {
     Ok(socket)
 }
 
-/// Binds `spec`'s UDP socket, or takes over `handoff`, and builds its TLS
-/// and QUIC server. A certificate or key that does not load fails the
-/// apply.
-pub(super) fn bind(
-    spec: &InboundSpec,
-    limits: Arc<ArcSwap<Limits>>,
-    plane: Arc<ArcSwap<Plane>>,
-    dialer: Dialer,
-    handoff: Option<Handoff>,
-) -> io::Result<Inbound> {
+/// Binds `spec`'s UDP socket, or takes over `handed`, the datagram socket
+/// of the inbound this one replaces, and builds its TLS and QUIC server. A
+/// certificate or key that does not load fails the apply. Also returns the
+/// socket, for the inbound that replaces this one.
+pub(super) fn listen(spec: &InboundSpec, handed: Option<Socket>) -> io::Result<(Listener, Socket)> {
     let InboundProtocol::Hysteria2 {
         tls: server_tls,
         obfs,
@@ -137,39 +127,12 @@ pub(super) fn bind(
     let obfs = obfs.as_ref().map(|obfs| match obfs {
         Obfs::Salamander { psk } => Salamander::new(psk.expose().as_bytes()),
     });
-    // The socket of the inbound this one replaces, when it was UDP too.
-    let handed = handoff
-        .map(|h| h.tcp)
-        .filter(|s| s.r#type().is_ok_and(|t| t == Type::DGRAM));
     let socket = match handed {
         Some(socket) => socket,
         None => bind_udp(spec.listen)?,
     };
     let server = Server::bind(std::net::UdpSocket::from(socket.try_clone()?), tls, obfs)?;
-    let shared = Arc::new(Shared {
-        tag: spec.tag.as_str().into(),
-        spec: spec.clone(),
-        accounts: Vec::new(),
-        serve: ArcSwap::from_pointee(Serve::build(&spec.protocol)?.0),
-        users_changed: watch::channel(()).0,
-        acceptor: Acceptor::build(&TCP, None)?,
-        admission: Admission::new(&limits.load()),
-        limits,
-        plane,
-        dialer,
-    });
-    Ok(Inbound {
-        socket,
-        listen: spec.listen,
-        listener: None,
-        udp: None,
-        quic: Some(Listener { server }),
-        shared,
-        accept: None,
-        udp_task: None,
-        report: None,
-        stop: watch::channel(()).0,
-    })
+    Ok((Listener { server }, socket))
 }
 
 /// Accepts QUIC connections until the inbound is dropped.

@@ -27,7 +27,7 @@ use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, ServerShape, Ser
 use etemenanki_transport::grpc::GrpcConnection;
 use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -96,36 +96,52 @@ pub struct Shared {
     serve: ArcSwap<Serve>,
     /// Told when `serve` is replaced, so connections of removed users end.
     users_changed: watch::Sender<()>,
-    acceptor: Acceptor,
     admission: Admission,
 }
 
-/// A bound, listening inbound. Dropping it stops the accept loop and ends
+/// What an inbound listens on, each kind with exactly what it serves with.
+enum Listener {
+    /// TCP, under TLS, WebSocket or gRPC as the spec says.
+    Stream {
+        listener: TcpListener,
+        acceptor: Acceptor,
+    },
+    /// QUIC on a UDP socket: a Hysteria 2 server.
+    Quic(hysteria2::Listener),
+    /// A UDP socket whose datagrams are served one by one.
+    Datagram { socket: UdpSocket, pump: Pump },
+}
+
+/// Who serves a [`Listener::Datagram`]'s packets.
+#[derive(Clone, Copy)]
+enum Pump {
+    /// The DNS service, a query a datagram.
+    Dns,
+    /// Shadowsocks' or Shadowsocks 2022's shared UDP socket.
+    Shadowsocks,
+}
+
+/// A bound, listening inbound. Dropping it stops its listeners and ends
 /// every connection it serves.
 pub struct Inbound {
-    /// The listening socket, kept so a rebuilt inbound on the same address
-    /// can take it over.
-    socket: Socket,
     listen: SocketAddr,
-    listener: Option<TcpListener>,
-    /// A Shadowsocks inbound's UDP socket, on the listener's port, kept
-    /// for the inbound that replaces this one too.
-    udp: Option<Socket>,
+    /// The bound sockets, kept so a rebuilt inbound on the same address can
+    /// take them over.
+    sockets: Handoff,
+    /// Bound and waiting for [`Inbound::start`], which takes them.
+    listeners: Vec<Listener>,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
-    udp_task: Option<JoinHandle<()>>,
-    /// Logs what admission turned away, once a second.
-    report: Option<JoinHandle<()>>,
-    /// A hysteria2 inbound's QUIC server, in place of the TCP listener.
-    quic: Option<hysteria2::Listener>,
+    /// The listeners' tasks, and the one that logs what admission turned
+    /// away.
+    tasks: Vec<JoinHandle<()>>,
     /// Connections end when this sender is dropped.
     stop: watch::Sender<()>,
 }
 
 impl Inbound {
-    /// Binds the listening socket, or takes over `handoff`, the socket of
-    /// the inbound this one replaces on the same address (so a rebuilt
-    /// inbound never needs its address free, and no connection waiting in the
+    /// Binds the listening sockets, or takes over `handoff`'s, those of the
+    /// inbound this one replaces on the same address (so a rebuilt inbound
+    /// never needs its address free, and no connection waiting in the
     /// backlog is lost). Nothing is accepted until [`Inbound::start`].
     pub fn bind(
         spec: &InboundSpec,
@@ -134,10 +150,52 @@ impl Inbound {
         dialer: Dialer,
         handoff: Option<Handoff>,
     ) -> io::Result<Inbound> {
-        if let InboundProtocol::Hysteria2 { .. } = spec.protocol {
-            return hysteria2::bind(spec, limits, plane, dialer, handoff);
-        }
         let (serve, shape, tls) = Serve::build(&spec.protocol)?;
+        let handed = handoff.unwrap_or_default();
+        let (sockets, listeners) = match &spec.protocol {
+            InboundProtocol::Hysteria2 { .. } => {
+                let (listener, socket) = hysteria2::listen(spec, handed.datagram)?;
+                let sockets = Handoff {
+                    stream: None,
+                    datagram: Some(socket),
+                };
+                (sockets, vec![Listener::Quic(listener)])
+            }
+            protocol => {
+                let socket = match handed.stream {
+                    Some(socket) => socket,
+                    None => listen(spec.listen)?,
+                };
+                let listener = TcpListener::from_std(socket.try_clone()?.into())?;
+                let mut listeners = vec![Listener::Stream {
+                    acceptor: Acceptor::build(shape, tls)?,
+                    listener,
+                }];
+                let pump = match protocol {
+                    InboundProtocol::Dns => Some(Pump::Dns),
+                    InboundProtocol::Shadowsocks { udp: true, .. }
+                    | InboundProtocol::Ss2022 { udp: true, .. } => Some(Pump::Shadowsocks),
+                    _ => None,
+                };
+                let datagram = match (pump, handed.datagram) {
+                    (None, _) => None,
+                    (Some(_), Some(udp)) => Some(udp),
+                    (Some(_), None) => {
+                        let bound = socket.local_addr()?.as_socket().unwrap_or(spec.listen);
+                        Some(Socket::from(ss_udp::bind(bound)?))
+                    }
+                };
+                if let (Some(pump), Some(udp)) = (pump, &datagram) {
+                    let socket = UdpSocket::from_std(udp.try_clone()?.into())?;
+                    listeners.push(Listener::Datagram { socket, pump });
+                }
+                let sockets = Handoff {
+                    stream: Some(socket),
+                    datagram,
+                };
+                (sockets, listeners)
+            }
+        };
         let accounts = match &spec.protocol {
             InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
                 accounts
@@ -147,60 +205,39 @@ impl Inbound {
             }
             _ => Vec::new(),
         };
-        let acceptor = Acceptor::build(shape, tls)?;
-        let (socket, udp_handoff) = match handoff {
-            Some(Handoff { tcp, udp }) => (tcp, udp),
-            None => (listen(spec.listen)?, None),
-        };
-        let listener = TcpListener::from_std(std::net::TcpListener::from(socket.try_clone()?))?;
-        let serves_udp = matches!(
-            spec.protocol,
-            InboundProtocol::Shadowsocks { udp: true, .. }
-                | InboundProtocol::Ss2022 { udp: true, .. }
-                | InboundProtocol::Dns
-        );
-        let udp = match (serves_udp, udp_handoff) {
-            (false, _) => None,
-            (true, Some(udp)) => Some(udp),
-            (true, None) => Some(Socket::from(ss_udp::bind(listener.local_addr()?)?)),
-        };
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
             accounts,
             serve: ArcSwap::from_pointee(serve),
             users_changed: watch::channel(()).0,
-            acceptor,
             admission: Admission::new(&limits.load()),
             limits,
             plane,
             dialer,
         });
         Ok(Inbound {
-            socket,
             listen: spec.listen,
-            listener: Some(listener),
-            udp,
+            sockets,
+            listeners,
             shared,
-            accept: None,
-            udp_task: None,
-            report: None,
-            quic: None,
+            tasks: Vec::new(),
             stop: watch::channel(()).0,
         })
     }
 
-    /// A handle on the listening socket, for the inbound that replaces this
+    /// Handles on the bound sockets, for the inbound that replaces this
     /// one on `addr`; `None` when this one listens elsewhere.
     /// `addr` with port 0 asks for any port: only the inbound being
-    /// replaced (`same_tag`) hands its socket over, so it keeps its port,
+    /// replaced (`same_tag`) hands its sockets over, so it keeps its port,
     /// and a new inbound never takes another's.
     pub fn handoff(&self, addr: SocketAddr, same_tag: bool) -> Option<io::Result<Handoff>> {
         let any_port = addr.port() == 0;
+        let clone = |socket: &Option<Socket>| socket.as_ref().map(Socket::try_clone).transpose();
         (self.listen == addr && (same_tag || !any_port)).then(|| {
             Ok(Handoff {
-                tcp: self.socket.try_clone()?,
-                udp: self.udp.as_ref().map(Socket::try_clone).transpose()?,
+                stream: clone(&self.sockets.stream)?,
+                datagram: clone(&self.sockets.datagram)?,
             })
         })
     }
@@ -208,7 +245,12 @@ impl Inbound {
     /// The address the listening socket is bound to: for port 0, the port
     /// the kernel chose.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.socket.local_addr().ok()?.as_socket()
+        let socket = self
+            .sockets
+            .stream
+            .as_ref()
+            .or(self.sockets.datagram.as_ref())?;
+        socket.local_addr().ok()?.as_socket()
     }
 
     /// Sizes admission to the limits of the current apply.
@@ -216,38 +258,25 @@ impl Inbound {
         self.shared.admission.resize(limits);
     }
 
+    /// Sets every listener serving; a second call does nothing.
     pub fn start(&mut self) {
-        if let Some(listener) = self.listener.take() {
-            let shared = self.shared.clone();
-            let stop = self.stop.subscribe();
-            self.accept = Some(tokio::spawn(accept_loop(listener, shared, stop)));
-        }
-        if let Some(quic) = self.quic.take() {
-            let shared = self.shared.clone();
-            let stop = self.stop.subscribe();
-            self.accept = Some(tokio::spawn(hysteria2::serve(quic, shared, stop)));
-        }
-        if self.report.is_none() {
-            let shared = self.shared.clone();
-            self.report = Some(tokio::spawn(async move {
-                shared.admission.report(&shared.tag).await
-            }));
-        }
-        if self.udp_task.is_none() {
-            if let Some(udp) = self.udp.as_ref() {
-                let socket = udp
-                    .try_clone()
-                    .and_then(|udp| tokio::net::UdpSocket::from_std(udp.into()));
-                match socket {
-                    Ok(socket) => {
-                        let shared = self.shared.clone();
-                        self.udp_task = Some(match **self.shared.serve.load() {
-                            Serve::Dns(_) => tokio::spawn(dns::serve_udp(shared, socket)),
-                            _ => tokio::spawn(ss_udp::serve(shared, socket)),
-                        });
-                    }
-                    Err(e) => tracing::warn!("inbound {}: udp not served: {e}", self.shared.tag),
+        for listener in std::mem::take(&mut self.listeners) {
+            let (shared, stop) = (self.shared.clone(), self.stop.subscribe());
+            self.tasks.push(match listener {
+                Listener::Stream { listener, acceptor } => {
+                    tokio::spawn(accept_loop(listener, acceptor, shared, stop))
                 }
+                Listener::Quic(quic) => tokio::spawn(hysteria2::serve(quic, shared, stop)),
+                Listener::Datagram { socket, pump } => match pump {
+                    Pump::Dns => tokio::spawn(dns::serve_udp(shared, socket)),
+                    Pump::Shadowsocks => tokio::spawn(ss_udp::serve(shared, socket)),
+                },
+            });
+            if self.tasks.len() == 1 {
+                let shared = self.shared.clone();
+                self.tasks.push(tokio::spawn(async move {
+                    shared.admission.report(&shared.tag).await
+                }));
             }
         }
     }
@@ -275,24 +304,29 @@ impl Inbound {
 pub struct Users(Serve);
 
 /// The sockets an inbound hands over to the one that replaces it on the
-/// same address.
+/// same address: its TCP socket, and its UDP one (a QUIC server's, or the
+/// datagram socket beside a TCP one).
+#[derive(Default)]
 pub struct Handoff {
-    tcp: Socket,
-    udp: Option<Socket>,
+    stream: Option<Socket>,
+    datagram: Option<Socket>,
 }
 
 impl Drop for Inbound {
     fn drop(&mut self) {
-        for task in [&self.accept, &self.udp_task, &self.report]
-            .into_iter()
-            .flatten()
-        {
+        for task in &self.tasks {
             task.abort();
         }
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Receiver<()>) {
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Acceptor,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<()>,
+) {
+    let acceptor = Arc::new(acceptor);
     tracing::info!(
         "inbound {} listening on {}",
         shared.tag,
@@ -315,7 +349,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
         else {
             continue;
         };
-        let shared = shared.clone();
+        let (shared, acceptor) = (shared.clone(), acceptor.clone());
         let mut stop = stop.clone();
         tokio::spawn(async move {
             // The stop first: once the inbound is gone, its connections
@@ -324,7 +358,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stop: watch::Re
                 biased;
                 _ = stop.changed() => Ok(()),
                 () = shed.wait() => Err(shed_error()),
-                served = serve(&shared, socket, peer, handshake) => served,
+                served = serve(&shared, &acceptor, socket, peer, handshake) => served,
             };
             if let Err(e) = served {
                 tracing::debug!(
@@ -358,6 +392,7 @@ fn should_backoff(error: &io::Error) -> bool {
 
 async fn serve(
     shared: &Arc<Shared>,
+    acceptor: &Acceptor,
     socket: TcpStream,
     peer: SocketAddr,
     handshake: Handshaking,
@@ -367,7 +402,7 @@ async fn serve(
     // task holds the largest of them (a TLS accept, a dial, another
     // protocol's serving) only as long as that phase lasts, not for the
     // whole of an idle relay.
-    match Box::pin(shared.acceptor.accept(socket, &limits)).await? {
+    match Box::pin(acceptor.accept(socket, &limits)).await? {
         Accepted::Stream(client) => serve_stream(shared, client, peer, handshake).await,
         Accepted::Grpc(connection) => {
             Box::pin(serve_grpc(shared, *connection, peer, handshake)).await
