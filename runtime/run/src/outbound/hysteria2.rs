@@ -1,8 +1,8 @@
 //! hysteria2: every flow of one outbound version rides one authenticated
 //! QUIC connection, kept in a slot shared by all of them: a TCP flow as a
-//! proxy stream, a UDP flow
-//! as a session over QUIC datagrams. The slot brings the connection up on
-//! the first flow and back after it dies, with a backoff.
+//! proxy stream, a UDP flow as a session over QUIC datagrams. The slot
+//! brings the connection up on the first flow and back after it dies, with
+//! a backoff.
 
 use std::fmt::Write as _;
 use std::io;
