@@ -1,7 +1,7 @@
 //! The source model: what an operator wrote, with a span on every value.
 //!
 //! Both front ends produce a [`Config`]. The TOML front end deserializes it
-//! directly (the schema of seed 004, unknown keys refused with serde's texts);
+//! directly (unknown keys refused with serde's texts);
 //! the `.et` front end builds it from its parse tree. Lowering turns it into
 //! an `ir::Spec`, filling every default.
 //!

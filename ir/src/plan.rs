@@ -6,8 +6,7 @@
 //! runtime calls the very same function when it applies one, so the preview
 //! is what happens.
 //!
-//! The rules (seed 000, "Where outbounds live", "State across applies",
-//! "Balanced flows and drains"):
+//! The rules:
 //!
 //! - an unchanged spec is reused at its running version; a change of drain
 //!   policy alone is not a change;

@@ -242,8 +242,8 @@ impl OutboundProtocol {
     }
 
     /// Whether UDP flows can be carried: http carries only TCP. Both
-    /// shadowsocks families carry UDP in the formats shadowsocks-rust,
-    /// sing-box and Xray relay, beyond the seeds, which refuse it.
+    /// shadowsocks families carry UDP, in the formats shadowsocks-rust,
+    /// sing-box and Xray relay.
     pub fn carries_udp(&self) -> bool {
         !matches!(self, Self::Http { .. })
     }
@@ -743,7 +743,8 @@ pub struct SocketPolicy {
     pub tcp_keepalive: Option<Duration>,
 }
 
-/// Limits and timeouts; the defaults are seed 003's.
+/// Limits and timeouts, with the defaults a configuration that names none
+/// gets (`Limits::default`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Live connections per inbound.

@@ -1,5 +1,5 @@
 //! A cidr or geoip block holds however the destination is written, and the
-//! proxy refuses to be its own destination (issue 14, items 1, 2 and 6).
+//! proxy refuses to be its own destination.
 //! The support clients address by IPv4 only; the requests that carry a
 //! name are written here byte by byte, from RFC 1928 and the SOCKS4a note.
 

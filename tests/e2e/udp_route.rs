@@ -1,5 +1,6 @@
 //! UDP through SOCKS5 ASSOCIATE: per-packet routing, replies attributed to
-//! their source, and the single-client rules of seed 003.
+//! their source, and the single-client rules: only the control connection's
+//! IP is heard, and the first datagram forwarded pins its port.
 
 use std::net::{SocketAddr, UdpSocket};
 

@@ -21,7 +21,7 @@ use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, tcp_echo, udp_echo, udp_named};
 use crate::support::WAIT;
 
-/// 1 MiB each way, as issue 10 asks, checked byte for byte.
+/// 1 MiB each way, checked byte for byte.
 pub const MIB: usize = 1024 * 1024;
 
 /// How long a refused flow is watched for a byte coming back.

@@ -16,7 +16,7 @@ use crate::support::etemenanki::serve;
 use crate::support::process::{scratch_dir, Process};
 use crate::support::servers::{free_addr, tcp_echo, udp_echo};
 
-/// 1 MiB each way, as the issue asks, checked byte for byte.
+/// 1 MiB each way, checked byte for byte.
 const BULK: usize = 1024 * 1024;
 
 const METHODS: [(&str, usize); 3] = [

@@ -130,8 +130,9 @@ fn v2ray_socks_outbound_relays_udp_through_our_socks_inbound() {
     // v2ray's socks client names the datagram's destination in its UDP
     // ASSOCIATE request, where RFC 1928 wants the client's own source.
     // With the echo server on the client's IP (127.0.0.1) that would look
-    // like "my source is 127.0.0.1:<echo port>", and our inbound, as seed
-    // 003 requires, would pin that port and drop v2ray's real datagrams;
+    // like "my source is 127.0.0.1:<echo port>", and our inbound, which
+    // pins a port the request names on the control connection's own IP,
+    // would pin that port and drop v2ray's real datagrams;
     // so the echo server sits on another loopback address, as any real
     // destination does.
     let echo = udp_echo(Ipv4Addr::new(127, 0, 0, 2));

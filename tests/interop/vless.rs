@@ -316,7 +316,7 @@ fn vless_with_a_wrong_id_fails_the_flow_cleanly_at_sing_box() {
 }
 
 /// UDP through `front`: round trips to an echo server of payloads up to
-/// `largest` bytes, then seed 000's one target per sub-link: on a fresh
+/// `largest` bytes, then the one target per sub-link: on a fresh
 /// association the first packet goes to `alpha`, so a packet for `beta`
 /// reaches alpha too, and its reply comes back as alpha's.
 fn udp_round_trips_to_one_target(front: SocketAddr, largest: usize) {

@@ -168,8 +168,8 @@ pub const SECURITIES: [&str; 5] = ["aes-128-gcm", "chacha20-poly1305", "none", "
 
 /// UDP through our socks inbound and the VMess outbound: datagrams of
 /// several sizes to an echo server, then one to another peer on the same
-/// association, which the sub-link's one target (the echo server) answers,
-/// as seed 000 says a VMess sub-link does.
+/// association, which the sub-link's one target (the echo server) answers:
+/// a VMess sub-link carries one target, the first packet's.
 fn udp_round_trips(front: SocketAddr, security: &str, largest: usize) {
     let echo = udp_echo(Ipv4Addr::LOCALHOST);
     let association = Association::open(front).unwrap();
@@ -308,8 +308,8 @@ fn vmess_with_a_wrong_id_is_refused_by_v2ray_and_ours_keeps_serving() {
 /// Concurrent VMess connections held open at once, each echoing.
 const LOAD: usize = 500;
 
-/// v2ray's own client, the issue reports, makes v2ray log `invalid user >
-/// replayed request` a few times in 5,000 concurrent connections. Ours
+/// v2ray's own client makes v2ray log `invalid user > replayed request` a
+/// few times in 5,000 concurrent connections. Ours
 /// draws a fresh timestamp per request and auth ids that cannot repeat
 /// within one outbound.
 ///

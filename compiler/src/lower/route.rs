@@ -15,7 +15,7 @@ pub fn lower(cx: &mut Cx, config: &Config) -> (RouteTable, Vec<usize>) {
     let route = config.route.as_ref();
     let default = match route.and_then(|r| r.default.as_ref()) {
         Some(tag) => tag.get_ref().clone(),
-        // Seed 004: without [route].default, the first [[outbound]]; a
+        // Without [route].default, the first [[outbound]]; a
         // balancer is never the implicit default.
         None => config
             .outbounds

@@ -1,4 +1,4 @@
-//! The TOML front end: the schema of seed 004, deserialized with serde so
+//! The TOML front end: [`Config`]'s schema, deserialized with serde so
 //! that unknown keys, wrong types and missing keys get serde's exact texts.
 
 use crate::config::Config;

@@ -1,5 +1,5 @@
-//! The balancer rules of seeds 000 and 004: members exist, are outbounds,
-//! and have an upstream a TCP probe can reach.
+//! The balancer rules: members exist, are outbounds, and have an upstream a
+//! TCP probe can reach.
 
 use std::collections::HashMap;
 

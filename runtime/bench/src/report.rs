@@ -1,6 +1,6 @@
 //! The result table: one row per figure, one column per subject, each
 //! figure also as a ratio to the direct baseline where that means something,
-//! and Etemenanki's figures checked against the targets.
+//! and Etemenanki's figures checked against its targets.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

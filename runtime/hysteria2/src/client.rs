@@ -19,7 +19,8 @@ use crate::salamander::{Salamander, SalamanderSocket};
 use crate::udp::{self, Defragger, Message};
 use crate::{auth, tcp, transport, QuicStream};
 
-/// Opening a proxy stream: the stream itself (seed 003, OPEN_STREAM_TIMEOUT).
+/// Opening a proxy stream: the most it waits for the connection to grant
+/// the stream itself.
 pub const OPEN_STREAM_TIMEOUT: Duration = Duration::from_secs(5);
 /// Reading the server's TCPResponse, which it sends once it has dialed.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);

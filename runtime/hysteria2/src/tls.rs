@@ -36,7 +36,7 @@ fn system_roots() -> RootCertStore {
 }
 
 /// The roots of `verify`; a CA bundle is parsed here, each time a
-/// connection is dialed (seed 000), with its three errors.
+/// connection is dialed, with its three errors.
 fn roots(pem: &[u8]) -> io::Result<RootCertStore> {
     let mut roots = system_roots();
     let mut added = 0;

@@ -14,7 +14,7 @@ mod server;
 
 pub use server::Core;
 
-/// The largest request head accepted, as seed 003's `MAX_HEAD`.
+/// The largest request head accepted (64 KiB); a longer one is refused.
 pub const MAX_HEAD: usize = 64 * 1024;
 
 pub const RESPONSE_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";

@@ -1,5 +1,5 @@
 //! Applying a plan: prepare every build, then commit with one `ArcSwap`
-//! store (DESIGN.md "Apply is atomic").
+//! store, so a flow sees either the old plan or the new one, never a mix.
 //!
 //! An apply takes a list of steps (build, reuse, drain or remove, per kind,
 //! tag and version) and executes it in two phases. Prepare builds every

@@ -1,4 +1,4 @@
-//! Balancers (seed 000 "Balancers in depth", seed 004): health per member
+//! Balancers: health per member
 //! from TCP-connect probes, and a member chosen per flow or per packet.
 
 use std::io;

@@ -1,4 +1,4 @@
-//! The UDP fan-out (seed 000 "The UDP fan-out in depth"): every packet of an
+//! The UDP fan-out: every packet of an
 //! association is routed on the current plane, sent on a sub-link keyed by
 //! the outbound version that carries it, and replies come back attributed to
 //! their source.

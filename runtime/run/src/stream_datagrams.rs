@@ -396,7 +396,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_packet_too_large_for_the_buffer_fails_its_send_with_the_seed_text() {
+    async fn a_packet_too_large_for_the_buffer_fails_its_send_and_says_so() {
         let (mut link, mut server) = pair(64 * 1024);
         let to = ip("192.0.2.1:53");
         let largest = vec![7u8; BUF - PACKET_HEADER_MAX];

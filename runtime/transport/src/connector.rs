@@ -63,8 +63,9 @@ impl Connector {
                     path: path.clone(),
                     early_data: early_data.clone(),
                 });
-                // TLS exactly when the spec carries it (seed 000), with
-                // ALPN http/1.1 unless the spec names its own.
+                // TLS exactly when the spec carries it, never implied by
+                // the transport, with ALPN http/1.1 unless the spec names
+                // its own.
                 match &transport.tls {
                     Some(spec) => Some(TlsConnector::build(spec, &["http/1.1"])?),
                     None => None,

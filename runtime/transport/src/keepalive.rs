@@ -1,7 +1,7 @@
-//! TCP keepalive on proxy connections (seed 000 "The transport under a
-//! proxy client", step 4): Linux waits two hours before its first probe,
-//! and a proxy's peers routinely vanish without a FIN, after a mobile NAT
-//! rebind for one.
+//! TCP keepalive on proxy connections, set on every socket a proxy client
+//! dials, once connected and before its transport is layered: Linux waits
+//! two hours before its first probe, and a proxy's peers routinely vanish
+//! without a FIN, after a mobile NAT rebind for one.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! TLS over any byte stream, with OpenSSL: the client side of a proxy
-//! upstream (seed 000 "The transport under a proxy client") and the server side
-//! of an inbound (seed 003, step 2).
+//! upstream, over the dialed TCP socket, and the server side of an inbound,
+//! the first layer over the accepted socket.
 //!
 //! Both sides are built once per apply from the plan, so every error a plan
 //! can carry (a CA bundle without a certificate, a key that does not match its

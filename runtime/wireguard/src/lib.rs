@@ -1,5 +1,4 @@
-//! The WireGuard outbound's tunnel, in userspace (seed 000, "Hysteria 2
-//! and WireGuard"; seed 003, "WireGuard").
+//! The WireGuard outbound's tunnel, in userspace.
 //!
 //! boringtun's `noise::Tunn` runs the protocol (handshake, transport
 //! data, cookies, timers) between caller-owned buffers, with no TUN

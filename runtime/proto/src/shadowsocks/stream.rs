@@ -65,7 +65,7 @@ impl ClientCodec for SsStream {
     type Reply = ();
 
     /// The salt, one chunk's overhead and the longest address (325 bytes),
-    /// with seed 000's room to spare: 32 + 34 + 259 + 61.
+    /// with 61 bytes to spare, 386 in all: 32 + 34 + 259 + 61.
     const STAGING_RESERVE: usize = MAX_SALT_LEN + RECORD_OVERHEAD + MAX_ADDRESS_LEN + 61;
 
     /// Appends the salt and the destination's chunk; the stream is open.

@@ -64,7 +64,7 @@ impl ClientCodec for Socks5<'_> {
     type Reply = Address;
 
     /// The auth request (3 + two 255-byte fields) is the longest message:
-    /// 513, rounded up as seed 000's table has it.
+    /// 513, rounded up to a multiple of 16.
     const STAGING_RESERVE: usize = 528;
 
     fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<Address>> {
@@ -234,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn refusals_are_errors_with_the_seed_texts() {
+    fn refusals_are_errors_that_say_what_the_server_refused() {
         let accounts = vec![("u".to_owned(), "p".to_owned())];
         let dest = Address::Domain("example.com".into(), 443);
         let wrong = Socks5::new(Some(("u", "nope")), Command::Connect(&dest));

@@ -1,4 +1,4 @@
-//! Who a SOCKS UDP association hears (seed 003, "UDP 有何不同").
+//! Who a SOCKS UDP association hears.
 //!
 //! Only the control connection's client is heard: every datagram must come
 //! from the control connection's IP, compared in canonical form so an

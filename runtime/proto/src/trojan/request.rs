@@ -10,7 +10,7 @@ use crate::socks::write_address;
 use crate::Address;
 
 /// The longest request: the hash, CRLF, the command, the longest address
-/// (259) and CRLF; seed 000's STAGING_RESERVE for Trojan.
+/// (259) and CRLF; also the Trojan client's STAGING_RESERVE.
 pub const REQUEST_HEADER_MAX: usize = HASH_LEN + 2 + 1 + 259 + 2;
 
 const CMD_CONNECT: u8 = 0x01;

@@ -12,7 +12,7 @@ use crate::codec::{ClientCodec, ClientStep};
 use crate::Address;
 
 /// Version, id, addons length, command and the longest address (type,
-/// length, a 255-byte name, port): seed 000's 1 + 16 + 1 + 1 + 259.
+/// length, a 255-byte name, port): 1 + 16 + 1 + 1 + 259.
 pub const REQUEST_HEADER_MAX: usize = 1 + 16 + 1 + 1 + 259;
 
 /// One request: a TCP stream to `target`, or UDP packets to it.

@@ -1,8 +1,8 @@
 //! VLESS UDP: after the response header, every packet each way is a
 //! big-endian u16 length and the payload. The request named one target,
 //! so a packet carries no address: sealing ignores the one it is given,
-//! and every reply is from the request's target (seed 000, "VLESS and
-//! VMess sub-links carry one target").
+//! and every reply is from the request's target: a VLESS sub-link
+//! carries one target.
 
 use std::io;
 use std::ops::Range;

@@ -2,8 +2,7 @@
 //! named by the request header, and each packet one chunk of the stream.
 //! The per-packet address is not carried: a packet is sealed for the
 //! flow's target whatever `to` says, and every packet opened is
-//! attributed to that target (seed 000, "VLESS and VMess sub-links carry
-//! one target").
+//! attributed to that target: a VMess sub-link carries one target.
 
 use std::io;
 use std::ops::Range;

@@ -262,7 +262,7 @@ pub fn fnv1a32(bytes: &[u8]) -> u32 {
 impl ClientCodec for Request {
     type Reply = ();
 
-    /// HEADER_MAX (374) rounded up to 64, as seed 000 sizes it.
+    /// HEADER_MAX (374) rounded up to a multiple of 64.
     const STAGING_RESERVE: usize = HEADER_MAX.next_multiple_of(64);
 
     fn start(&mut self, out: &mut Vec<u8>) -> io::Result<ClientStep<()>> {
@@ -283,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn the_staging_reserve_is_the_seeds_384() {
+    fn the_staging_reserve_is_the_longest_header_rounded_up_to_384() {
         assert_eq!(HEADER_MAX, 374);
         assert_eq!(Request::STAGING_RESERVE, 384);
     }

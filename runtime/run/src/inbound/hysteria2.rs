@@ -1,10 +1,9 @@
-//! The hysteria2 inbound (seed 003, "Hysteria 2 和 TUN 如何进入"): QUIC on
-//! one UDP socket instead of the TCP accept loop. Each QUIC connection
-//! takes one admission permit (a full inbound refuses the handshake; past
-//! half the handshake slots, an address not validated yet is first sent a
-//! Retry), is authenticated once, and each proxy stream it opens runs in a
-//! task of its own, routed and relayed like any flow. Its UDP sessions share one
-//! runtime per connection: every datagram is routed on its own through a
+//! The hysteria2 inbound: QUIC on one UDP socket instead of the TCP accept
+//! loop. Each QUIC connection takes one admission permit (a full inbound
+//! refuses the handshake; past half the handshake slots, an address not
+//! validated yet is first sent a Retry), is authenticated once, and each
+//! proxy stream it opens runs in a task of its own, routed and relayed like
+//! any flow. Its UDP sessions share one runtime per connection: every datagram is routed on its own through a
 //! fan-out per session, as a SOCKS association's are.
 
 use etemenanki_proto::MAX_DATAGRAM;

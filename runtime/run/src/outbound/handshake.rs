@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::framed::Framed;
 
-/// The most a handshake reads before its answer is whole: seed 000's client
-/// buffer for socks and http.
+/// The most a handshake reads before its answer is whole: 16 KiB, the
+/// client buffer of socks and http.
 const HANDSHAKE_BUF: usize = 16 * 1024;
 
 /// A proxy's tunnel whose handshake is done, with what its server sent

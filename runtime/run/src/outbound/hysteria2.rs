@@ -1,8 +1,8 @@
 //! hysteria2: every flow of one outbound version rides one authenticated
-//! QUIC connection, kept in a slot shared by all of them (seed 000,
-//! "Hysteria 2 and WireGuard"): a TCP flow as a proxy stream, a UDP flow
-//! as a session over QUIC datagrams. The slot brings the connection up on
-//! the first flow and back after it dies, with a backoff.
+//! QUIC connection, kept in a slot shared by all of them: a TCP flow as a
+//! proxy stream, a UDP flow as a session over QUIC datagrams. The slot
+//! brings the connection up on the first flow and back after it dies, with
+//! a backoff.
 
 use std::fmt::Write as _;
 use std::io;
@@ -210,7 +210,7 @@ impl Dial {
     /// socket of its own under the socket policy.
     async fn connect(&self) -> io::Result<Connection> {
         // The CA bundle is parsed at each dial, not when the outbound is
-        // built (seed 000).
+        // built: a bundle that does not parse fails the dial with its error.
         let tls = tls::client_config(&self.verify, &self.alpn)?;
         let ips = order(
             self.resolver.lookup(&self.server.host.to_string()).await?,

@@ -22,7 +22,7 @@ use crate::framed::Framed;
 use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
 
-/// The client runtime's buffer each way (seed 000: 20,480 bytes).
+/// The client's buffer each way: 20,480 bytes.
 pub const SS_BUF: usize = SsStream::BUF_SIZE;
 
 /// A shadowsocks TCP flow as the relay sees it.

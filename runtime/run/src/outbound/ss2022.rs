@@ -20,7 +20,7 @@ use crate::framed::Framed;
 use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
 
-/// Seed 000's SS2022_BUF: one chunk of 0xFFFF bytes with its overhead,
+/// The 2022 client's buffer: one chunk of 0xFFFF bytes with its overhead,
 /// the largest frame ss-rust and sing-box send; two per moving flow.
 pub const SS2022_BUF: usize = Ss2022Stream::BUF_SIZE;
 

@@ -41,8 +41,8 @@ impl Ss2022Udp {
 
 impl DatagramLink for Ss2022Udp {
     /// Seals `payload` for `to` and sends it to the server. A payload too
-    /// long for one packet fails the send, as seed 000's client runtime
-    /// does for a datagram larger than its buffer.
+    /// long for one packet fails the send, as every client link does for a
+    /// datagram larger than its buffer.
     fn poll_send_to(
         &mut self,
         cx: &mut Context<'_>,

@@ -18,7 +18,7 @@ use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
 use crate::stream_datagrams::StreamDatagrams;
 
-/// Seed 000's client runtime buffer for Trojan: each of a UDP link's two
+/// The Trojan client's buffer: each of a UDP link's two
 /// buffers. A packet of more than `TROJAN_BUF - PACKET_HEADER_MAX` (16,121)
 /// payload bytes does not fit.
 pub const TROJAN_BUF: usize = 16 * 1024;

@@ -22,7 +22,7 @@ use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
 use crate::stream_datagrams::StreamDatagrams;
 
-/// Seed 000's client runtime buffer for VLESS: each of a UDP link's two
+/// The VLESS client's buffer: each of a UDP link's two
 /// buffers. A packet of more than `VLESS_BUF - 2` payload bytes does not
 /// fit.
 pub const VLESS_BUF: usize = 16 * 1024;

@@ -1,8 +1,8 @@
 //! vmess: a VMess AEAD tunnel per TCP flow over the upstream's transport,
 //! framed by the VMess body codec; and per fan-out sub-link a UDP flow to
 //! one target, the destination of the packet that opened it, each packet
-//! one chunk of the tunnel (seed 000: the per-packet address is not
-//! carried, and every reply is attributed to that target).
+//! one chunk of the tunnel (the per-packet address is not carried, and
+//! every reply is attributed to that target).
 //!
 //! Each request draws its keys, IVs and padding from the system's CSPRNG
 //! and takes its timestamp when it is sealed, after the transport is up,
@@ -35,7 +35,7 @@ use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
 use crate::stream_datagrams::StreamDatagrams;
 
-/// Seed 000's client runtime buffer for VMess: each of a flow's two.
+/// The VMess client's buffer (32 KiB): each of a flow's two.
 pub const VMESS_BUF: usize = 32 * 1024;
 
 pub type VmessFramed = Framed<Stream, VmessStream, VMESS_BUF>;

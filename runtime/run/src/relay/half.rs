@@ -21,13 +21,12 @@ use tokio::io::ReadBuf;
 use super::Relayed;
 use crate::buffers;
 
-/// The relay buffer of one direction, as seed 003's `RELAY_BUF` and seed
-/// 000's 16 KiB client buffers for socks and http.
+/// The relay buffer of one direction: 16 KiB, the size of the socks and
+/// http clients' buffers.
 pub const RELAY_BUF: usize = 16 * 1024;
 /// Reads one direction may make in one poll before yielding to the rest of
-/// the runtime: seed 003's WORK_BUDGET of 64 units, which with a write a
-/// read is also where tokio's own budget (128) would make the sockets
-/// wait. A yield costs a round through the worker's I/O driver, so a
+/// the runtime: 64, which with a write a read is also where tokio's own
+/// budget (128) would make the sockets wait. A yield costs a round through the worker's I/O driver, so a
 /// smaller cap costs a bulk transfer one every few reads.
 const READS_PER_POLL: u32 = 64;
 

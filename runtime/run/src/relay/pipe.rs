@@ -4,7 +4,7 @@
 //!
 //! pipe2, splice and F_SETPIPE_SZ go through rustix's safe wrappers, which
 //! take the descriptors as `AsFd` borrows, so no unsafe code is needed here
-//! (the workspace forbids it).
+//! (the workspace denies it outside a few OpenSSL calls).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
