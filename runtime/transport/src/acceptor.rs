@@ -1,6 +1,6 @@
 //! The server side of a transport: the listening socket, and what turns an
-//! accepted socket into the streams the protocol core reads (seed 003
-//! step 2): TLS, then a WebSocket upgrade or an HTTP/2 connection whose
+//! accepted socket into the streams the protocol core reads, layered in the
+//! order they run: TLS, then a WebSocket upgrade or an HTTP/2 connection whose
 //! gRPC calls are each a stream, all within the transport's time limit.
 
 use std::io;

@@ -1,5 +1,4 @@
-//! gRPC under a proxy client (seed 000, "The transport under a proxy
-//! client"): gun framing, one `Hunk` per gRPC message, on one HTTP/2 stream
+//! gRPC under a proxy client: gun framing, one `Hunk` per gRPC message, on one HTTP/2 stream
 //! POSTed to `/<service_name>/Tun` with the authority of the spec and the
 //! default user agent, over TCP or TLS (ALPN h2).
 //!

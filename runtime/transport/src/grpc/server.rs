@@ -1,4 +1,5 @@
-//! gRPC under an inbound (seed 003 step 2): the HTTP/2 server handshake,
+//! gRPC under an inbound, over the accepted TCP or TLS stream: the HTTP/2
+//! server handshake,
 //! then every call to `/<service_name>/Tun` one gun tunnel ([`GrpcStream`])
 //! as v2ray, Xray and sing-box clients open them, many on one connection;
 //! so is every call to `/<service_name>/TunMulti`, Xray's multi mode, whose

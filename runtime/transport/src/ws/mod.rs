@@ -1,5 +1,4 @@
-//! WebSocket under a proxy client (seed 000, "The transport under a proxy
-//! client"): the upgrade to the spec's path with its Host header and the
+//! WebSocket under a proxy client: the upgrade to the spec's path with its Host header and the
 //! default user agent, over TCP or TLS (ALPN http/1.1), then the stream of
 //! binary messages as bytes ([`WsStream`]). The server side, the same
 //! stream after an upgrade answered, is [`WsServer`].
@@ -19,9 +18,8 @@ pub use stream::{WsStream, FRAME_BUF};
 
 use crate::Stream;
 
-/// The user agent of every upgrade request, a desktop Chrome's as seed
-/// 000's DEFAULT_USER_AGENT is (shared with gRPC): a proxy's handshake
-/// should look like a browser's.
+/// The user agent of every upgrade request, a desktop Chrome's (shared with
+/// gRPC): a proxy's handshake should look like a browser's.
 pub const DEFAULT_USER_AGENT: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) \
 AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
 

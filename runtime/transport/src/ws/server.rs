@@ -1,4 +1,5 @@
-//! WebSocket under an inbound (seed 003 step 2): the upgrade request read
+//! WebSocket under an inbound, over the accepted TCP or TLS stream: the
+//! upgrade request read
 //! and answered, then the stream of binary messages as bytes
 //! ([`WsStream`]).
 //!
