@@ -24,6 +24,8 @@ pub enum Figure {
     IdleKib,
     IdlePssKib,
     ServerIdleKib,
+    /// Memory per idle SOCKS5 UDP association, after one round trip.
+    IdleUdpKib,
     Udp,
     /// The proxy's CPU per UDP round trip, µs.
     CpuPerUdp,
@@ -39,7 +41,7 @@ pub enum Target {
 }
 
 impl Figure {
-    pub const ALL: [Figure; 13] = [
+    pub const ALL: [Figure; 14] = [
         Figure::Bulk,
         Figure::CpuPerGib,
         Figure::LeastCpuPerGib,
@@ -50,6 +52,7 @@ impl Figure {
         Figure::IdleKib,
         Figure::IdlePssKib,
         Figure::ServerIdleKib,
+        Figure::IdleUdpKib,
         Figure::Udp,
         Figure::CpuPerUdp,
         Figure::Reload,
@@ -72,6 +75,7 @@ impl Figure {
             Figure::IdleKib => "idle KiB/conn, VmRSS",
             Figure::IdlePssKib => "idle KiB/conn, PSS",
             Figure::ServerIdleKib => "server idle KiB/conn, VmRSS",
+            Figure::IdleUdpKib => "idle KiB/UDP association, VmRSS",
             Figure::Udp => "UDP round trips/s",
             Figure::CpuPerUdp => "proxy CPU us per UDP round trip",
             Figure::Reload => "reload time, ms",
@@ -91,7 +95,11 @@ impl Figure {
     fn decimals(self) -> usize {
         match self {
             Figure::CpuPerGib | Figure::LeastCpuPerGib | Figure::ServerCpuPerGib => 2,
-            Figure::IdleKib | Figure::IdlePssKib | Figure::ServerIdleKib | Figure::Reload => 1,
+            Figure::IdleKib
+            | Figure::IdlePssKib
+            | Figure::ServerIdleKib
+            | Figure::IdleUdpKib
+            | Figure::Reload => 1,
             _ => 0,
         }
     }
@@ -102,6 +110,7 @@ impl Figure {
             Figure::Sequential => Some(Target::RatioAtLeast(0.3)),
             Figure::Udp => Some(Target::RatioAtLeast(0.15)),
             Figure::IdleKib => Some(Target::ValueAtMost(10.0)),
+            Figure::IdleUdpKib => Some(Target::ValueAtMost(8.0)),
             _ => None,
         }
     }

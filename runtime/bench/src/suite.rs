@@ -51,6 +51,7 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
         table.set(subject, Figure::LeastCpuPerGib, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerConnect, Cell::NotApplicable);
         table.set(subject, Figure::CpuPerUdp, Cell::NotApplicable);
+        table.set(subject, Figure::IdleUdpKib, Cell::NotApplicable);
         return;
     };
     let pids = column.pids();
@@ -88,6 +89,23 @@ pub fn measure_memory(table: &mut Table, column: &mut Column, servers: &Servers,
     };
     report(subject, Figure::IdleKib, &rss);
     table.set(subject, Figure::IdleKib, rss);
+    // A SOCKS5 association at the proxy itself: a chain's front speaks
+    // SOCKS5 but carries UDP on only some protocols.
+    let udp = if subject.is_protocol_chain() {
+        Cell::NotApplicable
+    } else {
+        match measure::idle::run_udp(
+            proxy.addr,
+            &pids[..1],
+            servers.udp_echo,
+            limits.idle_connections,
+        ) {
+            Ok(idle) => Cell::Value(idle[0].rss_per_connection()),
+            Err(e) => Cell::Failed(e.to_string()),
+        }
+    };
+    report(subject, Figure::IdleUdpKib, &udp);
+    table.set(subject, Figure::IdleUdpKib, udp);
     table.set(subject, Figure::IdlePssKib, pss);
     if let Some(server) = server {
         report(subject, Figure::ServerIdleKib, &server);

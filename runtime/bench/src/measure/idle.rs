@@ -1,11 +1,13 @@
 //! Memory per idle proxied connection: the proxy's VmRSS (and PSS) before
 //! and after opening that many SOCKS5 connections to a server that never
-//! says a word, divided by their number.
+//! says a word, divided by their number; and likewise per idle SOCKS5 UDP
+//! association, each after one round trip.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use super::udp::Association;
 use crate::procfs;
 use crate::servers::Servers;
 use crate::socks5::client;
@@ -117,6 +119,42 @@ pub fn run(
     let after = read_all(pids)?;
     drop(held);
     wait_for_open(servers, 0)?;
+    Ok(before
+        .into_iter()
+        .zip(after)
+        .map(|(before, after)| Idle {
+            connections: n,
+            before,
+            after,
+        })
+        .collect())
+}
+
+fn associate_many(proxy: SocketAddr, echo: SocketAddr, n: usize) -> io::Result<Vec<Association>> {
+    (0..n)
+        .map(|i| {
+            Association::open(proxy, echo)
+                .map_err(|e| io::Error::new(e.kind(), format!("idle association {i}: {e}")))
+        })
+        .collect()
+}
+
+/// Opens `n` SOCKS5 UDP associations through `proxy`, each after one round
+/// trip to the UDP echo server, and reads the memory of every process in
+/// `pids` before and after, as [`run`] does for connections.
+pub fn run_udp(
+    proxy: SocketAddr,
+    pids: &[u32],
+    echo: SocketAddr,
+    n: usize,
+) -> io::Result<Vec<Idle>> {
+    drop(associate_many(proxy, echo, WARM_UP)?);
+    std::thread::sleep(QUIET);
+    let before = read_all(pids)?;
+    let held = associate_many(proxy, echo, n)?;
+    std::thread::sleep(QUIET);
+    let after = read_all(pids)?;
+    drop(held);
     Ok(before
         .into_iter()
         .zip(after)

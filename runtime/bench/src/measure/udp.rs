@@ -67,6 +67,29 @@ impl Path {
     }
 }
 
+/// An association through `proxy` after one round trip to `echo`, held
+/// open and idle until dropped: what the idle-association figure counts.
+pub struct Association {
+    _path: Path,
+}
+
+impl Association {
+    pub fn open(proxy: SocketAddr, echo: SocketAddr) -> io::Result<Association> {
+        let path = Path::open(Some(proxy), echo)?;
+        let mut out = Vec::with_capacity(PAYLOAD + 32);
+        codec::encode_udp_header(echo, &mut out);
+        let header_len = out.len();
+        out.resize(header_len + PAYLOAD, 0x5a);
+        path.socket.send(&out)?;
+        let mut inbound = vec![0u8; 2048];
+        let n = path.socket.recv(&mut inbound)?;
+        if path.payload(&inbound[..n])? != &out[header_len..] {
+            return Err(io::Error::other("the echo came back changed"));
+        }
+        Ok(Association { _path: path })
+    }
+}
+
 pub fn run(via: Option<SocketAddr>, echo: SocketAddr, max: u64, time: Duration) -> io::Result<Udp> {
     let path = Path::open(via, echo)?;
     let mut out = Vec::with_capacity(PAYLOAD + 32);

@@ -20,10 +20,14 @@ use tokio::time::Instant;
 
 use super::handshake::unspecified;
 use super::Shared;
+use crate::buffers;
 use crate::fanout::FanOut;
 
 /// Room for the longest SOCKS5 UDP header (a 255-byte domain) before a reply.
 const HEADROOM: usize = 3 + 1 + 1 + 255 + 2;
+
+/// A reply's buffer: its header's room, then the payload.
+const REPLY_BUF: usize = HEADROOM + MAX_DATAGRAM;
 
 pub async fn associate(
     shared: &Shared,
@@ -62,10 +66,8 @@ pub async fn associate(
         hub,
         expected,
         fanout,
-        from_client: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
         destination: Address::Ip(SocketAddr::from(([0, 0, 0, 0], 0))),
         outgoing: None,
-        to_client: vec![0u8; HEADROOM + MAX_DATAGRAM].into_boxed_slice(),
         incoming: None,
         header: Vec::with_capacity(HEADROOM),
         client: None,
@@ -102,20 +104,21 @@ enum Step {
 
 /// One SOCKS association: its control connection, the relay socket it
 /// hears its client on, and the fan-out behind it. Each direction holds at
-/// most one packet, in a buffer of its own, while its send is pending.
+/// most one packet, in a buffer it takes from the thread's spares when a
+/// packet arrives and gives back once the packet is sent, so an idle
+/// association holds none.
 struct Association {
     control: Stream,
     hub: UdpSocket,
     expected: ExpectedSender,
     fanout: FanOut,
-    from_client: Box<[u8]>,
     /// The destination of the client packet being sent (kept from packet
-    /// to packet, so its name buffer is reused), and its payload's range.
+    /// to packet, so its name buffer is reused).
     destination: Address,
-    outgoing: Option<Range<usize>>,
-    to_client: Box<[u8]>,
-    /// The range of the reply being sent to the client.
-    incoming: Option<Range<usize>>,
+    /// The client packet being sent, and its payload's range.
+    outgoing: Option<(Box<[u8]>, Range<usize>)>,
+    /// The reply being sent to the client, and its range.
+    incoming: Option<(Box<[u8]>, Range<usize>)>,
     header: Vec<u8>,
     /// The client's address, once its first datagram came.
     client: Option<SocketAddr>,
@@ -135,63 +138,83 @@ impl Association {
         let mut moved = false;
         let mut again = false;
         // Client to the fan-out: a packet routed and sent, or still pending.
-        if let Some(range) = &self.outgoing {
+        if let Some((packet, range)) = &self.outgoing {
             if self
                 .fanout
-                .poll_send_to(cx, &self.from_client[range.clone()], &self.destination)
+                .poll_send_to(cx, &packet[range.clone()], &self.destination)
                 .is_ready()
             {
-                self.outgoing = None;
+                if let Some((packet, _)) = self.outgoing.take() {
+                    buffers::give(packet);
+                }
                 moved = true;
             }
         }
-        if self.outgoing.is_none() {
-            let mut read = ReadBuf::new(&mut self.from_client);
-            if let Poll::Ready(received) = self.hub.poll_recv_from(cx, &mut read) {
+        while self.outgoing.is_none() {
+            match self.hub.poll_recv_ready(cx) {
+                Poll::Pending => break,
                 // The client is gone if its relay socket fails.
-                let Ok(from) = received else {
-                    return Poll::Ready(Step::Ended);
-                };
-                let n = read.filled().len();
-                // Anyone but the client is dropped before parsing, and does
-                // not keep the association alive.
-                if self.expected.admits(from) {
-                    let datagram = &self.from_client[..n];
-                    if let Ok(start) = parse_datagram_into(datagram, &mut self.destination) {
-                        self.expected.pin(from);
-                        self.client = Some(from);
-                        self.outgoing = Some(start..n);
-                        moved = true;
-                    }
-                }
-                again = true;
+                Poll::Ready(Err(_)) => return Poll::Ready(Step::Ended),
+                Poll::Ready(Ok(())) => {}
             }
+            let mut packet = buffers::take(MAX_DATAGRAM);
+            let (n, from) = match self.hub.try_recv_from(&mut packet) {
+                Ok(received) => received,
+                // Readiness was stale: wait for the next.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    buffers::give(packet);
+                    continue;
+                }
+                Err(_) => {
+                    buffers::give(packet);
+                    return Poll::Ready(Step::Ended);
+                }
+            };
+            again = true;
+            // Anyone but the client is dropped before parsing, and does
+            // not keep the association alive.
+            let parsed = match self.expected.admits(from) {
+                true => parse_datagram_into(&packet[..n], &mut self.destination).ok(),
+                false => None,
+            };
+            match parsed {
+                Some(start) => {
+                    self.expected.pin(from);
+                    self.client = Some(from);
+                    self.outgoing = Some((packet, start..n));
+                    moved = true;
+                }
+                None => buffers::give(packet),
+            }
+            break;
         }
         // The fan-out to the client: a reply framed with its source.
         if self.incoming.is_none() {
-            if let Poll::Ready((source, n)) = self
-                .fanout
-                .poll_recv_from(cx, &mut self.to_client[HEADROOM..])
-            {
-                if self.client.is_some() {
+            let mut reply = buffers::take(REPLY_BUF);
+            match self.fanout.poll_recv_from(cx, &mut reply[HEADROOM..]) {
+                Poll::Ready((source, n)) if self.client.is_some() => {
                     self.header.clear();
                     write_datagram_header(&source, &mut self.header);
                     let start = HEADROOM - self.header.len();
-                    self.to_client[start..HEADROOM].copy_from_slice(&self.header);
-                    self.incoming = Some(start..HEADROOM + n);
+                    reply[start..HEADROOM].copy_from_slice(&self.header);
+                    self.incoming = Some((reply, start..HEADROOM + n));
+                    moved = true;
                 }
-                moved = true;
+                Poll::Ready(_) => {
+                    buffers::give(reply);
+                    moved = true;
+                }
+                Poll::Pending => buffers::give(reply),
             }
         }
-        if let (Some(range), Some(client)) = (&self.incoming, self.client) {
-            if let Poll::Ready(sent) =
-                self.hub
-                    .poll_send_to(cx, &self.to_client[range.clone()], client)
-            {
+        if let (Some((reply, range)), Some(client)) = (&self.incoming, self.client) {
+            if let Poll::Ready(sent) = self.hub.poll_send_to(cx, &reply[range.clone()], client) {
                 if let Err(e) = sent {
                     tracing::debug!("socks udp: reply to {client} failed: {e}");
                 }
-                self.incoming = None;
+                if let Some((reply, _)) = self.incoming.take() {
+                    buffers::give(reply);
+                }
                 moved = true;
             }
         }
