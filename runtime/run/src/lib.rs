@@ -20,6 +20,7 @@ mod outbound;
 mod own_inbounds;
 pub mod plan_file;
 mod plane;
+mod registry;
 mod relay;
 mod route;
 mod stream_datagrams;

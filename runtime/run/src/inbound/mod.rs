@@ -2,19 +2,19 @@
 //! connection that owns the client socket, the protocol core and the
 //! outbound it opens.
 
-mod admission;
+pub(crate) mod admission;
 mod datagrams;
-mod dns;
+pub(crate) mod dns;
 mod handshake;
-mod http;
-mod hysteria2;
+pub(crate) mod http;
+pub(crate) mod hysteria2;
 mod mux;
-mod proxy;
+pub(crate) mod proxy;
 mod refused;
-mod server;
+pub(crate) mod server;
 mod sniff;
-mod socks;
-mod ss_udp;
+pub(crate) mod socks;
+pub(crate) mod ss_udp;
 mod udp;
 
 use std::io;
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits, ServerShape, ServerTls};
+use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
 use etemenanki_transport::grpc::GrpcConnection;
 use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
@@ -34,27 +34,13 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::connect::Opened;
 use crate::dial::Dialer;
 use crate::plane::Plane;
+use crate::registry::Serve;
 use crate::relay::{relay, Ended, Relayed};
 use admission::{Admission, Handshaking, Shed};
-use server::{registry, Server};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
-
-registry! {
-    Socks(socks::Socks),
-    Http(http::Http),
-    /// QUIC on a UDP socket: served by hysteria2.rs, never by the TCP loop.
-    Hysteria2(hysteria2::Hysteria2),
-    Trojan(proxy::Trojan),
-    Vless(proxy::Vless),
-    Vmess(proxy::Vmess),
-    Shadowsocks(proxy::Shadowsocks),
-    Ss2022(proxy::Ss2022),
-    /// The DNS service for the host, on UDP and TCP.
-    Dns(dns::Dns),
-}
 
 /// The user a connection authenticated as, as its table names it: the key
 /// a reload's new table is asked whether it still has.

@@ -1,7 +1,7 @@
 //! What every inbound protocol is: a server core built from its spec, over
 //! the transport its spec names, that serves each accepted client stream.
 //! Each protocol implements [`Server`] in its module and is listed once in
-//! the registry (inbound/mod.rs), which generates the closed enum of them
+//! the registry (registry.rs), which generates the closed enum of them
 //! ([`super::Serve`]) and its dispatch: a match, never a `Box<dyn>`.
 
 use std::future::Future;
@@ -60,17 +60,19 @@ pub trait Server: Sized + Send + Sync + 'static {
 
 /// The registry's machinery: from one list of servers, the enum of them
 /// and the matches that dispatch to them.
-macro_rules! registry {
+macro_rules! inbounds {
     ($($(#[$doc:meta])* $name:ident($server:ty),)*) => {
         /// The protocol core an inbound serves each connection with, and
         /// what its connections share.
-        enum Serve {
+        pub(crate) enum Serve {
             $($(#[$doc])* $name($server),)*
         }
 
         impl Serve {
             /// The core of `protocol`, and the transport it is served under.
-            fn build(protocol: &InboundProtocol) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
+            pub(crate) fn build(
+                protocol: &InboundProtocol,
+            ) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
                 $(
                     if let Some(built) = <$server as Server>::build(protocol) {
                         let (shape, tls) = <$server as Server>::transport(protocol);
@@ -83,7 +85,7 @@ macro_rules! registry {
                 )))
             }
 
-            async fn serve(
+            pub(crate) async fn serve(
                 &self,
                 shared: &Arc<Shared>,
                 client: Stream,
@@ -100,7 +102,7 @@ macro_rules! registry {
                 }
             }
 
-            fn keep_filters(&mut self, old: &Serve) {
+            pub(crate) fn keep_filters(&mut self, old: &Serve) {
                 match (self, old) {
                     $((Serve::$name(new), Serve::$name(old)) => new.keep_filters(old),)*
                     #[allow(unreachable_patterns)]
@@ -108,13 +110,13 @@ macro_rules! registry {
                 }
             }
 
-            fn keeps(&self, member: &Member) -> bool {
+            pub(crate) fn keeps(&self, member: &Member) -> bool {
                 match self {
                     $(Serve::$name(server) => server.keeps(member),)*
                 }
             }
 
-            fn udp_keys(&self) -> Option<ss_udp::Keys> {
+            pub(crate) fn udp_keys(&self) -> Option<ss_udp::Keys> {
                 match self {
                     $(Serve::$name(server) => server.udp_keys(),)*
                 }
@@ -123,4 +125,4 @@ macro_rules! registry {
     };
 }
 
-pub(super) use registry;
+pub(crate) use inbounds;

@@ -2,79 +2,54 @@
 //! built tag and version; it opens a TCP flow as a stream and a UDP flow as a
 //! datagram link, through the protocol its spec names. Every protocol is a
 //! module implementing [`protocol::Protocol`], listed once in the registry
-//! below.
+//! (registry.rs).
 
-mod blackhole;
-mod dns_service;
-mod freedom;
+pub(crate) mod blackhole;
+pub(crate) mod dns_service;
+pub(crate) mod freedom;
 mod handshake;
-mod http;
-mod hysteria2;
-mod link;
+pub(crate) mod http;
+pub(crate) mod hysteria2;
+pub(crate) mod link;
 mod link_names;
-mod protocol;
-mod registry;
-mod shadowsocks;
+pub(crate) mod protocol;
+pub(crate) mod registry;
+pub(crate) mod shadowsocks;
 mod shadowsocks_udp;
-mod socks;
+pub(crate) mod socks;
 mod socks_udp;
-mod ss2022;
+pub(crate) mod ss2022;
 mod ss2022_udp;
-mod trojan;
-mod vless;
+pub(crate) mod trojan;
+pub(crate) mod vless;
 mod vless_stream;
-mod vmess;
-mod wireguard;
+pub(crate) mod vmess;
+pub(crate) mod wireguard;
 
-use std::io::{self, IoSlice};
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{HostPort, OutboundProtocol, OutboundSpec};
+use etemenanki_ir::spec::{HostPort, OutboundSpec};
 use etemenanki_proto::Address;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 use crate::dial::Dialer;
 use crate::drain::Drain;
 use crate::id::OutboundId;
 use crate::own_inbounds::OwnInbounds;
 use crate::plane::Plane;
-use crate::relay::{Drains, Fills, Relayed};
+use crate::registry::Kind;
+pub use crate::registry::{OutboundDatagram, OutboundStream};
 use crate::resolve::Dns;
 pub use link::{DatagramFuture, DatagramLink};
-use protocol::{Build, Protocol};
+use protocol::Build;
 
 #[cfg(test)]
 pub(crate) use blackhole::Blackhole;
 pub use trojan::TROJAN_BUF;
 pub use vless::VLESS_BUF;
 pub use vmess::VMESS_BUF;
-
-registry::registry! {
-    Freedom(freedom::Freedom),
-    Blackhole(blackhole::Blackhole),
-    Socks(socks::Socks),
-    Http(http::Http),
-    Trojan(trojan::Trojan),
-    /// Boxed: it holds a resolver beside its connector.
-    Shadowsocks(Box<shadowsocks::Shadowsocks>),
-    /// Boxed: it holds a resolver for its UDP sessions.
-    Ss2022(Box<ss2022::Ss2022>),
-    Vless(vless::Vless),
-    /// Boxed: the auth id's AES key schedule is large.
-    Vmess(Box<vmess::Vmess>),
-    /// Boxed: a connector with its resolvers and tunnel slot.
-    Wireguard(Box<wireguard::Wireguard>),
-    /// Boxed: it holds a resolver, a dialer and its connection slot.
-    Hysteria2(Box<hysteria2::Hysteria2>),
-    /// The internal DNS service, the route target `dns`: built with the DNS
-    /// spec, never from an outbound spec.
-    Dns(crate::dns::Service),
-}
 
 pub struct Outbound {
     pub id: OutboundId,
@@ -130,7 +105,7 @@ impl Outbound {
         self.probe.as_ref()
     }
 
-    /// Opens a TCP flow to `destination` ([`Protocol::connect`]).
+    /// Opens a TCP flow to `destination` ([`protocol::Protocol::connect`]).
     pub async fn connect_stream(
         &self,
         destination: &Address,
@@ -145,7 +120,7 @@ impl Outbound {
     /// connection or tunnel the version shares lives while any flow needs
     /// it, whatever the drain policy.
     ///
-    /// `toward` and `plane` are as [`Protocol::associate`] takes them.
+    /// `toward` and `plane` are as [`protocol::Protocol::associate`] takes them.
     pub fn connect_datagram(
         self: &Arc<Self>,
         toward: &Address,

@@ -2,12 +2,12 @@
 //! implementing [`super::protocol::Protocol`], the closed enums of built
 //! outbounds, of their streams and of their datagram links, and the
 //! matches that dispatch to them. Adding a protocol is its module and one
-//! line of the list in outbound/mod.rs.
+//! line of the list in registry.rs.
 
-macro_rules! registry {
+macro_rules! outbounds {
     ($($(#[$doc:meta])* $name:ident($protocol:ty),)*) => {
         /// A built outbound of one of the registered protocols.
-        enum Kind {
+        pub(crate) enum Kind {
             $($(#[$doc])* $name($protocol),)*
         }
 
@@ -26,7 +26,7 @@ macro_rules! registry {
 
         impl Kind {
             /// The registered protocol that builds `protocol`.
-            fn build(protocol: &OutboundProtocol, with: &Build) -> io::Result<Kind> {
+            pub(crate) fn build(protocol: &OutboundProtocol, with: &Build) -> io::Result<Kind> {
                 $(
                     if let Some(built) = <$protocol as Protocol>::build(protocol, with) {
                         return built.map(Kind::$name);
@@ -38,7 +38,7 @@ macro_rules! registry {
                 )))
             }
 
-            async fn connect(
+            pub(crate) async fn connect(
                 &self,
                 destination: &Address,
                 resolved: Option<&[IpAddr]>,
@@ -52,7 +52,7 @@ macro_rules! registry {
                 }
             }
 
-            async fn associate(
+            pub(crate) async fn associate(
                 &self,
                 toward: &Address,
                 plane: Arc<ArcSwap<Plane>>,
@@ -181,4 +181,4 @@ macro_rules! registry {
     };
 }
 
-pub(super) use registry;
+pub(crate) use outbounds;
