@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::inbound::admission::Handshaking;
-use crate::inbound::server::{inbounds, Server};
+use crate::inbound::server::{inbounds, Listens, Server};
 use crate::inbound::{ss_udp, Member, Shared};
 use crate::outbound::link::DatagramLink;
 use crate::outbound::protocol::{Build, Protocol};

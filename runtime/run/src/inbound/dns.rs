@@ -16,7 +16,7 @@ use tokio::net::UdpSocket;
 use tokio::task::JoinSet;
 
 use super::admission::{Handshaking, Shed};
-use super::server::Server;
+use super::server::{Listens, Pump, Server};
 use super::{handshake_timed_out, shed_error, Shared};
 use crate::dns::{ready_now, Service, Transport};
 use crate::resolve::MAX_MESSAGE;
@@ -102,6 +102,10 @@ pub struct Dns;
 impl Server for Dns {
     fn build(protocol: &InboundProtocol) -> Option<io::Result<Dns>> {
         matches!(protocol, InboundProtocol::Dns).then_some(Ok(Dns))
+    }
+
+    fn listens(&self) -> Listens {
+        Listens::StreamAndDatagrams(Pump::Dns)
     }
 
     /// The permit goes back once the first message is whole.

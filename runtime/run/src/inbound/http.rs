@@ -13,11 +13,22 @@ use super::handshake::{open_and_relay, read_request};
 use super::server::{Server, TCP};
 use super::Shared;
 
-pub struct Http;
+pub struct Http {
+    /// (user, password) pairs; empty means no authentication.
+    accounts: Vec<(String, String)>,
+}
 
 impl Server for Http {
     fn build(protocol: &InboundProtocol) -> Option<io::Result<Http>> {
-        matches!(protocol, InboundProtocol::Http { .. }).then_some(Ok(Http))
+        let InboundProtocol::Http { accounts, .. } = protocol else {
+            return None;
+        };
+        Some(Ok(Http {
+            accounts: accounts
+                .iter()
+                .map(|a| (a.user.clone(), a.pass.expose().clone()))
+                .collect(),
+        }))
     }
 
     fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
@@ -34,7 +45,7 @@ impl Server for Http {
         peer: SocketAddr,
         handshake: Handshaking,
     ) -> io::Result<()> {
-        let mut core = Core::new(&shared.accounts);
+        let mut core = Core::new(&self.accounts);
         let (request, early) = read_request(shared, &mut client, &mut core).await?;
         drop(handshake);
         open_and_relay(shared, client, peer, &request, early).await

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::admission::Handshaking;
-use super::server::Server as InboundServer;
+use super::server::{Listens, Server as InboundServer};
 use super::{Member, Serve, Shared};
 use crate::connect::{open_stream, Flow};
 use crate::fanout::FanOut;
@@ -70,6 +70,10 @@ impl InboundServer for Hysteria2 {
             io::ErrorKind::Unsupported,
             "hysteria2 accepts no tcp connection",
         ))
+    }
+
+    fn listens(&self) -> Listens {
+        Listens::Quic
     }
 
     fn keeps(&self, member: &Member) -> bool {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::{InboundProtocol, InboundSpec, Limits};
+use etemenanki_ir::spec::{InboundSpec, Limits};
 use etemenanki_transport::grpc::GrpcConnection;
 use etemenanki_transport::{listen, Accepted, Acceptor, Stream};
 use socket2::Socket;
@@ -37,6 +37,7 @@ use crate::plane::Plane;
 use crate::registry::Serve;
 use crate::relay::{relay, Ended, Relayed};
 use admission::{Admission, Handshaking, Shed};
+use server::{Listens, Pump};
 
 /// The sleep after an accept error that is not transient (for example when
 /// file descriptors run out).
@@ -69,8 +70,6 @@ impl Shared {
 pub struct Shared {
     pub tag: Arc<str>,
     pub spec: InboundSpec,
-    /// (user, password) pairs; empty means no authentication.
-    pub accounts: Vec<(String, String)>,
     /// The limits of the current apply: a reload that changes them reaches
     /// the connections of a reused inbound too.
     pub limits: Arc<ArcSwap<Limits>>,
@@ -96,15 +95,6 @@ enum Listener {
     Quic(hysteria2::Listener),
     /// A UDP socket whose datagrams are served one by one.
     Datagram { socket: UdpSocket, pump: Pump },
-}
-
-/// Who serves a [`Listener::Datagram`]'s packets.
-#[derive(Clone, Copy)]
-enum Pump {
-    /// The DNS service, a query a datagram.
-    Dns,
-    /// Shadowsocks' or Shadowsocks 2022's shared UDP socket.
-    Shadowsocks,
 }
 
 /// A bound, listening inbound. Dropping it stops its listeners and ends
@@ -138,8 +128,8 @@ impl Inbound {
     ) -> io::Result<Inbound> {
         let (serve, shape, tls) = Serve::build(&spec.protocol)?;
         let handed = handoff.unwrap_or_default();
-        let (sockets, listeners) = match &spec.protocol {
-            InboundProtocol::Hysteria2 { .. } => {
+        let (sockets, listeners) = match serve.listens() {
+            Listens::Quic => {
                 let (listener, socket) = hysteria2::listen(spec, handed.datagram)?;
                 let sockets = Handoff {
                     stream: None,
@@ -147,7 +137,7 @@ impl Inbound {
                 };
                 (sockets, vec![Listener::Quic(listener)])
             }
-            protocol => {
+            listens => {
                 let socket = match handed.stream {
                     Some(socket) => socket,
                     None => listen(spec.listen)?,
@@ -157,10 +147,8 @@ impl Inbound {
                     acceptor: Acceptor::build(shape, tls)?,
                     listener,
                 }];
-                let pump = match protocol {
-                    InboundProtocol::Dns => Some(Pump::Dns),
-                    InboundProtocol::Shadowsocks { udp: true, .. }
-                    | InboundProtocol::Ss2022 { udp: true, .. } => Some(Pump::Shadowsocks),
+                let pump = match listens {
+                    Listens::StreamAndDatagrams(pump) => Some(pump),
                     _ => None,
                 };
                 let datagram = match (pump, handed.datagram) {
@@ -182,19 +170,9 @@ impl Inbound {
                 (sockets, listeners)
             }
         };
-        let accounts = match &spec.protocol {
-            InboundProtocol::Socks { accounts, .. } | InboundProtocol::Http { accounts, .. } => {
-                accounts
-                    .iter()
-                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
         let shared = Arc::new(Shared {
             tag: spec.tag.as_str().into(),
             spec: spec.clone(),
-            accounts,
             serve: ArcSwap::from_pointee(serve),
             users_changed: watch::channel(()).0,
             admission: Admission::new(&limits.load()),

@@ -24,7 +24,7 @@ use tokio::io::AsyncWriteExt;
 use super::admission::Handshaking;
 use super::handshake::{handshake, open_and_relay, unspecified, Handshake};
 use super::refused::refused;
-use super::server::{Server, TCP};
+use super::server::{Listens, Pump, Server, TCP};
 use super::ss_udp;
 use super::{datagrams, mux, Member, Shared};
 use crate::framed::Framed;
@@ -34,6 +34,14 @@ use crate::stream_datagrams::StreamDatagrams;
 /// Whether `member` is a user `knows` has: a key of `N` bytes.
 fn knows<const N: usize>(member: &Member, knows: impl FnOnce(&[u8; N]) -> bool) -> bool {
     <&[u8; N]>::try_from(member.0.as_slice()).is_ok_and(knows)
+}
+
+/// A Shadowsocks inbound serves UDP on its port when its spec says so.
+fn listens(udp: bool) -> Listens {
+    match udp {
+        true => Listens::StreamAndDatagrams(Pump::Shadowsocks),
+        false => Listens::Stream,
+    }
 }
 
 fn ids(ids: &[Secret<Uuid>]) -> Vec<[u8; 16]> {
@@ -189,12 +197,15 @@ impl Server for Vmess {
 pub struct Shadowsocks {
     master: MasterKey,
     salts: Arc<shadowsocks::server::SaltFilter>,
+    udp: bool,
 }
 
 impl Server for Shadowsocks {
     fn build(protocol: &InboundProtocol) -> Option<io::Result<Shadowsocks>> {
         let InboundProtocol::Shadowsocks {
-            method, password, ..
+            method,
+            password,
+            udp,
         } = protocol
         else {
             return None;
@@ -203,7 +214,12 @@ impl Server for Shadowsocks {
         Some(Ok(Shadowsocks {
             master: MasterKey::from_password(algorithm, password.expose().as_bytes()),
             salts: Arc::new(shadowsocks::server::SaltFilter::new()),
+            udp: *udp,
         }))
+    }
+
+    fn listens(&self) -> Listens {
+        listens(self.udp)
     }
 
     async fn serve(
@@ -229,12 +245,16 @@ impl Server for Shadowsocks {
 pub struct Ss2022 {
     users: Arc<ss2022::server::Users>,
     salts: Arc<ss2022::server::SaltFilter>,
+    udp: bool,
 }
 
 impl Server for Ss2022 {
     fn build(protocol: &InboundProtocol) -> Option<io::Result<Ss2022>> {
         let InboundProtocol::Ss2022 {
-            method, psk, users, ..
+            method,
+            psk,
+            users,
+            udp,
         } = protocol
         else {
             return None;
@@ -244,7 +264,12 @@ impl Server for Ss2022 {
         Some(users.map_err(io::Error::from).map(|users| Ss2022 {
             users: Arc::new(users),
             salts: Arc::new(ss2022::server::SaltFilter::new()),
+            udp: *udp,
         }))
+    }
+
+    fn listens(&self) -> Listens {
+        listens(self.udp)
     }
 
     async fn serve(

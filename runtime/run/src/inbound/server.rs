@@ -18,6 +18,26 @@ use super::{ss_udp, Member, Shared};
 /// Plain TCP, the transport of a protocol that names none.
 pub static TCP: ServerShape = ServerShape::Tcp;
 
+/// What an inbound of a protocol listens on.
+pub enum Listens {
+    /// A TCP socket, under the protocol's transport.
+    Stream,
+    /// A TCP socket and a UDP socket on the same port, whose datagrams
+    /// `Pump` serves.
+    StreamAndDatagrams(Pump),
+    /// QUIC on a UDP socket.
+    Quic,
+}
+
+/// Who serves a UDP socket's packets, one by one.
+#[derive(Clone, Copy)]
+pub enum Pump {
+    /// The DNS service, a query a datagram.
+    Dns,
+    /// Shadowsocks' or Shadowsocks 2022's shared UDP socket.
+    Shadowsocks,
+}
+
 pub trait Server: Sized + Send + Sync + 'static {
     /// The server `protocol` describes when it is this protocol's: its
     /// user tables with their keys derived once, its replay filters. A
@@ -28,6 +48,11 @@ pub trait Server: Sized + Send + Sync + 'static {
     fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
         let _ = protocol;
         (&TCP, None)
+    }
+
+    /// What its inbound listens on.
+    fn listens(&self) -> Listens {
+        Listens::Stream
     }
 
     /// Serves one client stream, in its handshake under `handshake` until
@@ -113,6 +138,12 @@ macro_rules! inbounds {
             pub(crate) fn keeps(&self, member: &Member) -> bool {
                 match self {
                     $(Serve::$name(server) => server.keeps(member),)*
+                }
+            }
+
+            pub(crate) fn listens(&self) -> Listens {
+                match self {
+                    $(Serve::$name(server) => server.listens(),)*
                 }
             }
 

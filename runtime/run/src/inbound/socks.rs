@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
-use etemenanki_proto::socks::{status, Command, Handshake};
+use etemenanki_proto::socks::{status, Command, Handshake, Request};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
 
@@ -17,12 +17,20 @@ use super::{udp, Shared};
 
 pub struct Socks {
     udp: bool,
+    /// (user, password) pairs; empty means no authentication.
+    accounts: Vec<(String, String)>,
 }
 
 impl Server for Socks {
     fn build(protocol: &InboundProtocol) -> Option<io::Result<Socks>> {
         match protocol {
-            InboundProtocol::Socks { udp, .. } => Some(Ok(Socks { udp: *udp })),
+            InboundProtocol::Socks { udp, accounts, .. } => Some(Ok(Socks {
+                udp: *udp,
+                accounts: accounts
+                    .iter()
+                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
+                    .collect(),
+            })),
             _ => None,
         }
     }
@@ -37,24 +45,26 @@ impl Server for Socks {
     async fn serve(
         &self,
         shared: &Arc<Shared>,
-        client: Stream,
+        mut client: Stream,
         peer: SocketAddr,
         handshake: Handshaking,
     ) -> io::Result<()> {
-        serve(shared, client, peer, handshake, self.udp).await
+        let mut core = Handshake::new(&self.accounts);
+        let (request, early) = read_request(shared, &mut client, &mut core).await?;
+        drop(handshake);
+        serve(shared, client, peer, request, early, self.udp).await
     }
 }
 
+/// Carries out a request whose handshake is done.
 async fn serve(
     shared: &Shared,
     mut client: Stream,
     peer: SocketAddr,
-    handshake: Handshaking,
+    request: Request,
+    early: Vec<u8>,
     udp_enabled: bool,
 ) -> io::Result<()> {
-    let mut core = Handshake::new(&shared.accounts);
-    let (request, early) = read_request(shared, &mut client, &mut core).await?;
-    drop(handshake);
     match request.command {
         Command::Connect => open_and_relay(shared, client, peer, &request, early).await,
         Command::UdpAssociate if udp_enabled => {
