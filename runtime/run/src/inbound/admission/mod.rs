@@ -10,12 +10,16 @@
 mod refusals;
 mod share;
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use etemenanki_ir::spec::Limits;
-use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use refusals::{report, Refusals};
 use share::{Share, Ticket};
@@ -51,8 +55,19 @@ impl Refusal {
     }
 }
 
-/// The slot table's handle on a handshaking connection: sent on to shed it.
-type ShedHandle = oneshot::Sender<()>;
+/// The slot table's handle on a handshaking connection: notified to shed
+/// it. A connection whose handshake ends normally is never notified, so its
+/// task is not woken for it.
+type ShedHandle = Arc<ShedState>;
+
+/// Shared by a handshaking connection's slot and its [`Shed`].
+#[derive(Default)]
+pub struct ShedState {
+    shed: Notify,
+    /// Set once the handshake ended: from then on, [`Shed`] waits for
+    /// nothing and costs a load a poll.
+    done: AtomicBool,
+}
 
 /// The live-connection semaphore and the size it was given (so a reload can
 /// grow or shrink it), the handshake slots, and what was turned away.
@@ -73,28 +88,53 @@ pub struct Handshaking {
 
 impl Drop for Handshaking {
     fn drop(&mut self) {
-        // The handle dropped with it tells the connection's `Shed` that it
-        // will never be shed.
-        let handle = lock(&self.share).release(self.ticket);
-        drop(handle);
+        if let Some(state) = lock(&self.share).release(self.ticket) {
+            state.done.store(true, Ordering::Release);
+        }
     }
 }
 
 /// Resolves when the connection admitted with it is shed, which happens
-/// only while it holds its [`Handshaking`].
-pub struct Shed(oneshot::Receiver<()>);
+/// only while it holds its [`Handshaking`]; after that it never resolves,
+/// and polling it is one load.
+pub struct Shed {
+    state: Option<Arc<ShedState>>,
+    waiting: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
 
 impl Shed {
     /// One that never resolves: for a slot shed with something else.
     pub fn never() -> Shed {
-        Shed(oneshot::channel().1)
+        Shed {
+            state: None,
+            waiting: None,
+        }
     }
 
-    pub async fn wait(self) {
-        if self.0.await.is_err() {
-            // Its handshake ended: it is served to the end.
-            std::future::pending::<()>().await;
+    pub fn wait(self) -> Shed {
+        self
+    }
+}
+
+impl Future for Shed {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(state) = &self.state else {
+            return Poll::Pending;
+        };
+        if state.done.load(Ordering::Acquire) {
+            // The handshake is over: it is served to the end.
+            self.state = None;
+            self.waiting = None;
+            return Poll::Pending;
         }
+        let state = state.clone();
+        // A shed that came before the first poll left its permit.
+        let waiting = self
+            .waiting
+            .get_or_insert_with(|| Box::pin(async move { state.shed.notified().await }));
+        waiting.as_mut().poll(cx)
     }
 }
 
@@ -145,23 +185,26 @@ impl Admission {
         source: IpAddr,
         limits: &Limits,
     ) -> Result<(Handshaking, Shed), Refusal> {
-        let (handle, shed) = oneshot::channel();
+        let shed = Arc::new(ShedState::default());
         let admitted = {
             let mut share = lock(&self.share);
             share.resize(limits.max_handshakes, limits.max_handshakes_per_source);
-            share.admit(source, handle)
+            share.admit(source, shed.clone())
         };
         let (ticket, victim) = admitted.map_err(|refusal| self.refuse(refusal))?;
         if let Some(victim) = victim {
-            // A victim whose task has just ended is no loss.
-            let _ = victim.send(());
+            victim.shed.notify_one();
             self.refuse(Refusal::Shed);
         }
         let handshaking = Handshaking {
             share: self.share.clone(),
             ticket,
         };
-        Ok((handshaking, Shed(shed)))
+        let shed = Shed {
+            state: Some(shed),
+            waiting: None,
+        };
+        Ok((handshaking, shed))
     }
 
     /// Connections of this inbound in their handshake now.
