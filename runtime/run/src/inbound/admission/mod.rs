@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use etemenanki_ir::spec::Limits;
@@ -63,10 +63,22 @@ type ShedHandle = Arc<ShedState>;
 /// Shared by a handshaking connection's slot and its [`Shed`].
 #[derive(Default)]
 pub struct ShedState {
-    shed: Notify,
+    /// Set when the slot is given to another source.
+    shed: AtomicBool,
     /// Set once the handshake ended: from then on, [`Shed`] waits for
     /// nothing and costs a load a poll.
     done: AtomicBool,
+    /// The connection's task, woken when it is shed.
+    waker: Mutex<Option<Waker>>,
+}
+
+impl ShedState {
+    fn shed(&self) {
+        self.shed.store(true, Ordering::Release);
+        if let Some(waker) = lock(&self.waker).take() {
+            waker.wake();
+        }
+    }
 }
 
 /// The live-connection semaphore and the size it was given (so a reload can
@@ -97,18 +109,12 @@ impl Drop for Handshaking {
 /// Resolves when the connection admitted with it is shed, which happens
 /// only while it holds its [`Handshaking`]; after that it never resolves,
 /// and polling it is one load.
-pub struct Shed {
-    state: Option<Arc<ShedState>>,
-    waiting: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-}
+pub struct Shed(Option<Arc<ShedState>>);
 
 impl Shed {
     /// One that never resolves: for a slot shed with something else.
     pub fn never() -> Shed {
-        Shed {
-            state: None,
-            waiting: None,
-        }
+        Shed(None)
     }
 
     pub fn wait(self) -> Shed {
@@ -120,21 +126,28 @@ impl Future for Shed {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(state) = &self.state else {
+        let Some(state) = &self.0 else {
             return Poll::Pending;
         };
+        if state.shed.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
         if state.done.load(Ordering::Acquire) {
             // The handshake is over: it is served to the end.
-            self.state = None;
-            self.waiting = None;
+            self.0 = None;
             return Poll::Pending;
         }
-        let state = state.clone();
-        // A shed that came before the first poll left its permit.
-        let waiting = self
-            .waiting
-            .get_or_insert_with(|| Box::pin(async move { state.shed.notified().await }));
-        waiting.as_mut().poll(cx)
+        {
+            let mut waker = lock(&state.waker);
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+        }
+        // A shed between the first look and the waker's registration.
+        match state.shed.load(Ordering::Acquire) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
     }
 }
 
@@ -193,18 +206,14 @@ impl Admission {
         };
         let (ticket, victim) = admitted.map_err(|refusal| self.refuse(refusal))?;
         if let Some(victim) = victim {
-            victim.shed.notify_one();
+            victim.shed();
             self.refuse(Refusal::Shed);
         }
         let handshaking = Handshaking {
             share: self.share.clone(),
             ticket,
         };
-        let shed = Shed {
-            state: Some(shed),
-            waiting: None,
-        };
-        Ok((handshaking, shed))
+        Ok((handshaking, Shed(Some(shed))))
     }
 
     /// Connections of this inbound in their handshake now.
@@ -285,6 +294,16 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!finished.is_finished());
         finished.abort();
+    }
+
+    #[tokio::test]
+    async fn a_connection_shed_before_it_waits_is_told_at_its_first_poll() {
+        let limits = limits(2, 1);
+        let admission = Admission::new(&limits);
+        let (_s1, _oldest, shed) = admission.admit(ip("192.0.2.3"), &limits).unwrap();
+        let (_s2, _flood, _) = admission.admit(ip("192.0.2.3"), &limits).unwrap();
+        let (_s3, _newcomer, _) = admission.admit(ip("192.0.2.1"), &limits).unwrap();
+        shed.wait().await;
     }
 
     #[test]
