@@ -261,6 +261,13 @@ pub struct Account {
     pub pass: Secret,
 }
 
+impl Account {
+    /// The user and the password, as the SOCKS and HTTP codecs take them.
+    pub fn pair(&self) -> (String, String) {
+        (self.user.clone(), self.pass.expose().clone())
+    }
+}
+
 /// A 16-byte UUID (VLESS and VMess user ids).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Uuid(pub [u8; 16]);
@@ -568,6 +575,22 @@ pub enum InboundProtocol {
 }
 
 impl InboundProtocol {
+    /// The stream transport its connections are accepted under: plain TCP
+    /// (under TLS for socks and http when they say so) unless the protocol
+    /// names a transport of its own. Hysteria 2 takes QUIC and answers TCP.
+    pub fn transport(&self) -> (&ServerShape, Option<&ServerTls>) {
+        static TCP: ServerShape = ServerShape::Tcp;
+        match self {
+            Self::Socks { tls, .. } | Self::Http { tls, .. } => (&TCP, tls.as_ref()),
+            Self::Trojan { transport, .. }
+            | Self::Vless { transport, .. }
+            | Self::Vmess { transport, .. } => (&transport.shape, transport.tls.as_ref()),
+            Self::Shadowsocks { .. } | Self::Ss2022 { .. } | Self::Hysteria2 { .. } | Self::Dns => {
+                (&TCP, None)
+            }
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Self::Socks { .. } => "socks",

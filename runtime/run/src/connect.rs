@@ -43,14 +43,12 @@ pub async fn open_stream(
     // allocation holds them while they run, so no caller's task carries
     // them for its connection's whole life.
     Box::pin(async move {
-        let (outbound, resolved) = route_stream(plane, inbound_tag, flow).await?;
+        // One plane for the routing and the dial's own-inbound check.
+        let plane = plane.load_full();
+        let (outbound, resolved) = route_stream(&plane, inbound_tag, flow).await?;
         let guard = outbound.drain.guard();
         let stream = outbound
-            .connect_stream(
-                &flow.destination,
-                resolved.as_deref(),
-                plane.load_full().own_inbounds(),
-            )
+            .connect_stream(&flow.destination, resolved.as_deref(), plane.own_inbounds())
             .await?;
         Ok(Opened {
             stream,

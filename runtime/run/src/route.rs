@@ -132,11 +132,10 @@ pub fn route_datagram<'p>(
 /// answer changes between two lookups (DNS rebinding) cannot reach an
 /// address the rules refused.
 pub async fn route_stream(
-    plane: &ArcSwap<Plane>,
+    plane: &Plane,
     inbound_tag: &str,
     flow: &Flow,
 ) -> io::Result<(Arc<Outbound>, Option<Vec<IpAddr>>)> {
-    let plane = plane.load_full();
     let own = plane.own_inbounds();
     let input = RouteInput {
         destination: &flow.destination,
@@ -252,7 +251,7 @@ mod tests {
             sniffed: None,
             source: None,
         };
-        route_stream(plane, "in", &flow)
+        route_stream(&plane.load_full(), "in", &flow)
             .await
             .map(|(o, _)| o.id.to_string())
     }

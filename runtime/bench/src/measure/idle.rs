@@ -109,16 +109,33 @@ pub fn run(
     n: usize,
     nudge: bool,
 ) -> io::Result<Vec<Idle>> {
-    drop(open_many(proxy, target, WARM_UP, nudge)?);
-    wait_for_open(servers, 0)?;
+    measure(
+        pids,
+        n,
+        |count| open_many(proxy, target, count, nudge),
+        |count| wait_for_open(servers, count),
+    )
+}
+
+/// The memory of every process in `pids` before and after `n` things that
+/// `open` opens are held, once `open` has opened and dropped a warm-up's
+/// worth; `settle(count)` waits until `count` are seen open.
+fn measure<T>(
+    pids: &[u32],
+    n: usize,
+    open: impl Fn(usize) -> io::Result<Vec<T>>,
+    settle: impl Fn(usize) -> io::Result<()>,
+) -> io::Result<Vec<Idle>> {
+    drop(open(WARM_UP)?);
+    settle(0)?;
     std::thread::sleep(QUIET);
     let before = read_all(pids)?;
-    let held = open_many(proxy, target, n, nudge)?;
-    wait_for_open(servers, n)?;
+    let held = open(n)?;
+    settle(n)?;
     std::thread::sleep(QUIET);
     let after = read_all(pids)?;
     drop(held);
-    wait_for_open(servers, 0)?;
+    settle(0)?;
     Ok(before
         .into_iter()
         .zip(after)
@@ -148,20 +165,11 @@ pub fn run_udp(
     echo: SocketAddr,
     n: usize,
 ) -> io::Result<Vec<Idle>> {
-    drop(associate_many(proxy, echo, WARM_UP)?);
-    std::thread::sleep(QUIET);
-    let before = read_all(pids)?;
-    let held = associate_many(proxy, echo, n)?;
-    std::thread::sleep(QUIET);
-    let after = read_all(pids)?;
-    drop(held);
-    Ok(before
-        .into_iter()
-        .zip(after)
-        .map(|(before, after)| Idle {
-            connections: n,
-            before,
-            after,
-        })
-        .collect())
+    // An association is open once its round trip is done.
+    measure(
+        pids,
+        n,
+        |count| associate_many(proxy, echo, count),
+        |_| Ok(()),
+    )
 }

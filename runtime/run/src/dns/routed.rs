@@ -110,14 +110,11 @@ impl Carrier for Routed {
                 sniffed: None,
                 source: None,
             };
-            let (outbound, resolved) = route_stream(&self.plane, "", &flow).await?;
+            let plane = self.plane.load_full();
+            let (outbound, resolved) = route_stream(&plane, "", &flow).await?;
             refuse_the_service(&outbound)?;
             let stream = outbound
-                .connect_stream(
-                    &flow.destination,
-                    resolved.as_deref(),
-                    self.plane.load_full().own_inbounds(),
-                )
+                .connect_stream(&flow.destination, resolved.as_deref(), plane.own_inbounds())
                 .await?;
             Ok(Box::new(stream) as Box<dyn DnsStream>)
         })

@@ -173,7 +173,7 @@ where
         let read = read_message(&mut client, &mut len, have, &mut message);
         let read = tokio::select! {
             read = tokio::time::timeout_at(deadline, read) => read,
-            () = shed.wait() => return Err(shed_error()),
+            () = shed => return Err(shed_error()),
         };
         match read {
             Ok(Ok(true)) => {}

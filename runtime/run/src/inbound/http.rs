@@ -4,13 +4,13 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
+use etemenanki_ir::spec::{Account, InboundProtocol};
 use etemenanki_proto::http::Core;
 use etemenanki_transport::Stream;
 
 use super::admission::Handshaking;
 use super::handshake::{open_and_relay, read_request};
-use super::server::{Server, TCP};
+use super::server::Server;
 use super::Shared;
 
 pub struct Http {
@@ -24,18 +24,8 @@ impl Server for Http {
             return None;
         };
         Some(Ok(Http {
-            accounts: accounts
-                .iter()
-                .map(|a| (a.user.clone(), a.pass.expose().clone()))
-                .collect(),
+            accounts: accounts.iter().map(Account::pair).collect(),
         }))
-    }
-
-    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
-        match protocol {
-            InboundProtocol::Http { tls, .. } => (&TCP, tls.as_ref()),
-            _ => (&TCP, None),
-        }
     }
 
     async fn serve(

@@ -58,7 +58,7 @@ impl InboundServer for Hysteria2 {
         Some(Ok(Hysteria2(config)))
     }
 
-    /// Bound by [`bind`], on QUIC: its TCP side serves nothing.
+    /// Served on QUIC by [`listen`]'s listener: its TCP side serves nothing.
     async fn serve(
         &self,
         _: &Arc<Shared>,
@@ -77,7 +77,7 @@ impl InboundServer for Hysteria2 {
     }
 
     fn keeps(&self, member: &Member) -> bool {
-        self.0.passwords.iter().any(|p| p.as_bytes() == member.0)
+        matches!(member, Member::Password(password) if self.0.passwords.contains(password))
     }
 }
 
@@ -177,7 +177,7 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
             let authenticated = tokio::select! {
                 biased;
                 _ = stop.changed() => return,
-                () = shed.wait() => {
+                () = shed => {
                     tracing::debug!("hysteria2 handshake from {peer} shed: its source was over its fair share of handshake slots");
                     return;
                 }
@@ -218,7 +218,7 @@ pub(super) async fn serve(listener: Listener, shared: Arc<Shared>, stop: watch::
                 peer,
             ));
             let _udp = AbortOnDrop(udp);
-            let member = Member(connection.password().as_bytes().to_vec());
+            let member = Member::Password(connection.password().to_owned());
             let mut removed = std::pin::pin!(shared.removed(&member));
             loop {
                 let pending = tokio::select! {

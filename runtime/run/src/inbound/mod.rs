@@ -43,9 +43,17 @@ use server::{Listens, Pump};
 /// file descriptors run out).
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The user a connection authenticated as, as its table names it: the key
-/// a reload's new table is asked whether it still has.
-pub struct Member(pub Vec<u8>);
+/// The user a connection authenticated as, by the key its table knows the
+/// user by: what a reload's new table is asked whether it still has.
+pub enum Member {
+    /// A 16-byte key: a VLESS id, a VMess command key, a Shadowsocks 2022
+    /// identity hash.
+    Id([u8; 16]),
+    /// A Trojan password's hash.
+    Hash([u8; 56]),
+    /// A password as the client sent it (Hysteria 2).
+    Password(String),
+}
 
 impl Shared {
     /// The keys of a Shadowsocks inbound's UDP socket, from the current
@@ -224,6 +232,13 @@ impl Inbound {
 
     /// Sets every listener serving; a second call does nothing.
     pub fn start(&mut self) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        self.tasks.push(tokio::spawn(async move {
+            shared.admission.report(&shared.tag).await
+        }));
         for listener in std::mem::take(&mut self.listeners) {
             let (shared, stop) = (self.shared.clone(), self.stop.subscribe());
             self.tasks.push(match listener {
@@ -236,12 +251,6 @@ impl Inbound {
                     Pump::Shadowsocks => tokio::spawn(ss_udp::serve(shared, socket)),
                 },
             });
-            if self.tasks.len() == 1 {
-                let shared = self.shared.clone();
-                self.tasks.push(tokio::spawn(async move {
-                    shared.admission.report(&shared.tag).await
-                }));
-            }
         }
     }
 
@@ -321,7 +330,7 @@ async fn accept_loop(
             let served = tokio::select! {
                 biased;
                 _ = stop.changed() => Ok(()),
-                () = shed.wait() => Err(shed_error()),
+                () = shed => Err(shed_error()),
                 served = serve(&shared, &acceptor, socket, peer, handshake) => served,
             };
             if let Err(e) = served {
@@ -407,7 +416,7 @@ async fn serve_grpc(
                 let shared = shared.clone();
                 streams.spawn(async move {
                     let served = tokio::select! {
-                        () = shed.wait() => Err(shed_error()),
+                        () = shed => Err(shed_error()),
                         served = serve_stream(&shared, stream, peer, handshake) => served,
                     };
                     if let Err(e) = served {

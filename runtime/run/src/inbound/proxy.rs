@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use etemenanki_ir::spec::{InboundProtocol, Secret, ServerShape, ServerTls, Uuid};
+use etemenanki_ir::spec::{InboundProtocol, Secret, Uuid};
 use etemenanki_proto::aead::{Algorithm, MasterKey};
 use etemenanki_proto::codec::{DatagramCodec, FlowKind, ServerCore, ServerRequest, StreamCodec};
 use etemenanki_proto::{shadowsocks, ss2022, trojan, vless, vmess, Address};
@@ -24,17 +24,12 @@ use tokio::io::AsyncWriteExt;
 use super::admission::Handshaking;
 use super::handshake::{handshake, open_and_relay, unspecified, Handshake};
 use super::refused::refused;
-use super::server::{Listens, Pump, Server, TCP};
+use super::server::{Listens, Pump, Server};
 use super::ss_udp;
 use super::{datagrams, mux, Member, Shared};
 use crate::framed::Framed;
 use crate::outbound::{TROJAN_BUF, VLESS_BUF, VMESS_BUF};
 use crate::stream_datagrams::StreamDatagrams;
-
-/// Whether `member` is a user `knows` has: a key of `N` bytes.
-fn knows<const N: usize>(member: &Member, knows: impl FnOnce(&[u8; N]) -> bool) -> bool {
-    <&[u8; N]>::try_from(member.0.as_slice()).is_ok_and(knows)
-}
 
 /// A Shadowsocks inbound serves UDP on its port when its spec says so.
 fn listens(udp: bool) -> Listens {
@@ -70,13 +65,6 @@ impl Server for Trojan {
         }))
     }
 
-    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
-        match protocol {
-            InboundProtocol::Trojan { transport, .. } => (&transport.shape, transport.tls.as_ref()),
-            _ => (&TCP, None),
-        }
-    }
-
     async fn serve(
         &self,
         shared: &Arc<Shared>,
@@ -84,19 +72,41 @@ impl Server for Trojan {
         peer: SocketAddr,
         admitted: Handshaking,
     ) -> io::Result<()> {
-        trojan(
+        let (users, fallback) = (self.users.clone(), self.fallback);
+        let mut core = trojan::server::Core::new(users);
+        if fallback.is_some() {
+            core = core.with_fallback();
+        }
+        let member = |request: &trojan::server::Request| Some(Member::Hash(*request.user()));
+        serve(
             shared,
             client,
-            peer,
             admitted,
-            self.users.clone(),
-            self.fallback,
+            core,
+            fallback,
+            member,
+            |client, request, early| async move {
+                match request.kind() {
+                    FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
+                    FlowKind::Datagrams => {
+                        relay_packets::<_, _, TROJAN_BUF>(
+                            shared,
+                            client,
+                            peer,
+                            trojan::UdpFraming,
+                            &early,
+                            &[],
+                        )
+                        .await
+                    }
+                }
+            },
         )
         .await
     }
 
     fn keeps(&self, member: &Member) -> bool {
-        knows(member, |hash| self.users.knows(hash))
+        matches!(member, Member::Hash(hash) if self.users.knows(hash))
     }
 }
 
@@ -121,13 +131,6 @@ impl Server for Vless {
         }))
     }
 
-    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
-        match protocol {
-            InboundProtocol::Vless { transport, .. } => (&transport.shape, transport.tls.as_ref()),
-            _ => (&TCP, None),
-        }
-    }
-
     async fn serve(
         &self,
         shared: &Arc<Shared>,
@@ -135,19 +138,47 @@ impl Server for Vless {
         peer: SocketAddr,
         admitted: Handshaking,
     ) -> io::Result<()> {
-        vless(
+        let (users, fallback) = (self.users.clone(), self.fallback);
+        let mut core = vless::server::Core::new(users);
+        if fallback.is_some() {
+            core = core.with_fallback();
+        }
+        let member = |request: &vless::server::Request| Some(Member::Id(*request.user()));
+        serve(
             shared,
             client,
-            peer,
             admitted,
-            self.users.clone(),
-            self.fallback,
+            core,
+            fallback,
+            member,
+            |client, request, early| async move {
+                match request.kind() {
+                    FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
+                    FlowKind::Datagrams => {
+                        // The response header goes ahead of the first packet.
+                        let mut header = Vec::new();
+                        request.on_connected(unspecified(), &mut header);
+                        if request.is_mux() {
+                            // Mux.Cool: its TCP sessions, and its UDP sessions
+                            // (XUDP) in one association.
+                            tracing::debug!("vless: a mux.cool stream from {peer}");
+                            mux::serve::<_, VLESS_BUF>(shared, client, peer, &early, &header).await
+                        } else {
+                            let codec = request.datagrams();
+                            relay_packets::<_, _, VLESS_BUF>(
+                                shared, client, peer, codec, &early, &header,
+                            )
+                            .await
+                        }
+                    }
+                }
+            },
         )
         .await
     }
 
     fn keeps(&self, member: &Member) -> bool {
-        knows(member, |id| self.users.knows(id))
+        matches!(member, Member::Id(id) if self.users.knows(id))
     }
 }
 
@@ -167,13 +198,6 @@ impl Server for Vmess {
         }))
     }
 
-    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
-        match protocol {
-            InboundProtocol::Vmess { transport, .. } => (&transport.shape, transport.tls.as_ref()),
-            _ => (&TCP, None),
-        }
-    }
-
     async fn serve(
         &self,
         shared: &Arc<Shared>,
@@ -182,7 +206,52 @@ impl Server for Vmess {
         admitted: Handshaking,
     ) -> io::Result<()> {
         let (users, replay) = (self.users.clone(), self.replay.clone());
-        vmess(shared, client, peer, admitted, users, replay).await
+        let core = vmess::server::Core::new(users, replay);
+        let member = |request: &vmess::server::Request| Some(Member::Id(*request.user()));
+        serve(
+            shared,
+            client,
+            admitted,
+            core,
+            None,
+            member,
+            |client, request, early| async move {
+                // The response header does not depend on the dial: it is staged
+                // ahead of the first sealed chunk, and never sent if the dial fails.
+                let mut header = Vec::new();
+                request.on_connected(unspecified(), &mut header);
+                match request.kind() {
+                    FlowKind::Stream => {
+                        let answered = Answered::of(&request);
+                        // Boxed: its key schedules would sit in every future
+                        // the stream is moved through, for the flow's life.
+                        let codec = Box::new(request.into_codec()?);
+                        relay_framed::<_, VMESS_BUF>(
+                            shared, client, peer, &answered, codec, early, &header,
+                        )
+                        .await
+                    }
+                    FlowKind::Datagrams if request.is_mux() => {
+                        // Mux.Cool inside the VMess body stream: its TCP
+                        // sessions (v2ray's mux), and its UDP sessions (XUDP,
+                        // as Xray's clients send UDP) in one association.
+                        tracing::debug!("vmess: a mux.cool stream from {peer}");
+                        let body = Box::new(request.into_codec()?);
+                        let framed =
+                            Framed::<_, _, VMESS_BUF>::with_header(client, body, early, &header);
+                        mux::serve::<_, VMESS_BUF>(shared, framed, peer, &[], &[]).await
+                    }
+                    FlowKind::Datagrams => {
+                        let codec = request.into_datagrams()?;
+                        relay_packets::<_, _, VMESS_BUF>(
+                            shared, client, peer, codec, &early, &header,
+                        )
+                        .await
+                    }
+                }
+            },
+        )
+        .await
     }
 
     fn keep_filters(&mut self, old: &Vmess) {
@@ -190,7 +259,7 @@ impl Server for Vmess {
     }
 
     fn keeps(&self, member: &Member) -> bool {
-        knows(member, |key| self.users.knows(key))
+        matches!(member, Member::Id(key) if self.users.knows(key))
     }
 }
 
@@ -230,7 +299,24 @@ impl Server for Shadowsocks {
         admitted: Handshaking,
     ) -> io::Result<()> {
         let (master, salts) = (self.master.clone(), self.salts.clone());
-        shadowsocks(shared, client, peer, admitted, master, salts).await
+        let core = shadowsocks::server::Core::new(master, salts);
+        // One password, which a reload cannot remove without a rebuild.
+        let member = |_: &shadowsocks::server::Request| None;
+        serve(
+            shared,
+            client,
+            admitted,
+            core,
+            None,
+            member,
+            |client, request, early| async move {
+                let answered = Answered::of(&request);
+                const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
+                let codec = request.into_codec();
+                relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
+            },
+        )
+        .await
     }
 
     fn keep_filters(&mut self, old: &Shadowsocks) {
@@ -280,7 +366,38 @@ impl Server for Ss2022 {
         admitted: Handshaking,
     ) -> io::Result<()> {
         let (users, salts) = (self.users.clone(), self.salts.clone());
-        ss2022(shared, client, peer, admitted, users, salts).await
+        let table = users.clone();
+        let core = ss2022::server::Core::new(users, salts.clone());
+        // A single-user inbound's one user changes only with its PSK, which
+        // rebuilds it.
+        let member =
+            |request: &ss2022::server::Request| table.identity(request.user()).map(Member::Id);
+        let served = serve(
+            shared,
+            client,
+            admitted,
+            core,
+            None,
+            member,
+            |client, request, early| async move {
+                let answered = Answered::of(&request);
+                const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;
+                let codec = request.into_codec();
+                relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
+            },
+        )
+        .await;
+        // Once a fill, not once a connection refused.
+        if salts.take_full_report() {
+            tracing::warn!(
+                "inbound {}: {} ({}); new connections are refused until the oldest are {} s old",
+                shared.tag,
+                ss2022::Ss2022Error::SaltFilterFull.message(),
+                ss2022::server::MAX_SALTS,
+                ss2022::server::KEEP_SECS,
+            );
+        }
+        served
     }
 
     fn keep_filters(&mut self, old: &Ss2022) {
@@ -288,7 +405,7 @@ impl Server for Ss2022 {
     }
 
     fn keeps(&self, member: &Member) -> bool {
-        knows(member, |identity| self.users.knows(identity))
+        matches!(member, Member::Id(identity) if self.users.knows(identity))
     }
 
     fn udp_keys(&self) -> Option<ss_udp::Keys> {
@@ -350,217 +467,6 @@ where
             }
         }
     }
-}
-
-async fn trojan(
-    shared: &Shared,
-    client: Stream,
-    peer: SocketAddr,
-    admitted: Handshaking,
-    users: Arc<trojan::server::Users>,
-    fallback: Option<SocketAddr>,
-) -> io::Result<()> {
-    let mut core = trojan::server::Core::new(users);
-    if fallback.is_some() {
-        core = core.with_fallback();
-    }
-    let member = |request: &trojan::server::Request| Some(Member(request.user().to_vec()));
-    serve(
-        shared,
-        client,
-        admitted,
-        core,
-        fallback,
-        member,
-        |client, request, early| async move {
-            match request.kind() {
-                FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
-                FlowKind::Datagrams => {
-                    relay_packets::<_, _, TROJAN_BUF>(
-                        shared,
-                        client,
-                        peer,
-                        trojan::UdpFraming,
-                        &early,
-                        &[],
-                    )
-                    .await
-                }
-            }
-        },
-    )
-    .await
-}
-
-async fn vless(
-    shared: &Arc<Shared>,
-    client: Stream,
-    peer: SocketAddr,
-    admitted: Handshaking,
-    users: Arc<vless::server::Users>,
-    fallback: Option<SocketAddr>,
-) -> io::Result<()> {
-    let mut core = vless::server::Core::new(users);
-    if fallback.is_some() {
-        core = core.with_fallback();
-    }
-    let member = |request: &vless::server::Request| Some(Member(request.user().to_vec()));
-    serve(
-        shared,
-        client,
-        admitted,
-        core,
-        fallback,
-        member,
-        |client, request, early| async move {
-            match request.kind() {
-                FlowKind::Stream => open_and_relay(shared, client, peer, &request, early).await,
-                FlowKind::Datagrams => {
-                    // The response header goes ahead of the first packet.
-                    let mut header = Vec::new();
-                    request.on_connected(unspecified(), &mut header);
-                    if request.is_mux() {
-                        // Mux.Cool: its TCP sessions, and its UDP sessions
-                        // (XUDP) in one association.
-                        tracing::debug!("vless: a mux.cool stream from {peer}");
-                        mux::serve::<_, VLESS_BUF>(shared, client, peer, &early, &header).await
-                    } else {
-                        let codec = request.datagrams();
-                        relay_packets::<_, _, VLESS_BUF>(
-                            shared, client, peer, codec, &early, &header,
-                        )
-                        .await
-                    }
-                }
-            }
-        },
-    )
-    .await
-}
-
-async fn vmess(
-    shared: &Arc<Shared>,
-    client: Stream,
-    peer: SocketAddr,
-    admitted: Handshaking,
-    users: Arc<vmess::server::Users>,
-    replay: Arc<vmess::server::ReplayFilter>,
-) -> io::Result<()> {
-    let core = vmess::server::Core::new(users, replay);
-    let member = |request: &vmess::server::Request| Some(Member(request.user().to_vec()));
-    serve(
-        shared,
-        client,
-        admitted,
-        core,
-        None,
-        member,
-        |client, request, early| async move {
-            // The response header does not depend on the dial: it is staged
-            // ahead of the first sealed chunk, and never sent if the dial fails.
-            let mut header = Vec::new();
-            request.on_connected(unspecified(), &mut header);
-            match request.kind() {
-                FlowKind::Stream => {
-                    let answered = Answered::of(&request);
-                    // Boxed: its key schedules would sit in every future
-                    // the stream is moved through, for the flow's life.
-                    let codec = Box::new(request.into_codec()?);
-                    relay_framed::<_, VMESS_BUF>(
-                        shared, client, peer, &answered, codec, early, &header,
-                    )
-                    .await
-                }
-                FlowKind::Datagrams if request.is_mux() => {
-                    // Mux.Cool inside the VMess body stream: its TCP
-                    // sessions (v2ray's mux), and its UDP sessions (XUDP,
-                    // as Xray's clients send UDP) in one association.
-                    tracing::debug!("vmess: a mux.cool stream from {peer}");
-                    let body = Box::new(request.into_codec()?);
-                    let framed =
-                        Framed::<_, _, VMESS_BUF>::with_header(client, body, early, &header);
-                    mux::serve::<_, VMESS_BUF>(shared, framed, peer, &[], &[]).await
-                }
-                FlowKind::Datagrams => {
-                    let codec = request.into_datagrams()?;
-                    relay_packets::<_, _, VMESS_BUF>(shared, client, peer, codec, &early, &header)
-                        .await
-                }
-            }
-        },
-    )
-    .await
-}
-
-async fn shadowsocks(
-    shared: &Shared,
-    client: Stream,
-    peer: SocketAddr,
-    admitted: Handshaking,
-    master: MasterKey,
-    salts: Arc<shadowsocks::server::SaltFilter>,
-) -> io::Result<()> {
-    let core = shadowsocks::server::Core::new(master, salts);
-    // One password, which a reload cannot remove without a rebuild.
-    let member = |_: &shadowsocks::server::Request| None;
-    serve(
-        shared,
-        client,
-        admitted,
-        core,
-        None,
-        member,
-        |client, request, early| async move {
-            let answered = Answered::of(&request);
-            const BUF: usize = shadowsocks::server::ServerStream::BUF_SIZE;
-            let codec = request.into_codec();
-            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
-        },
-    )
-    .await
-}
-
-async fn ss2022(
-    shared: &Shared,
-    client: Stream,
-    peer: SocketAddr,
-    admitted: Handshaking,
-    users: Arc<ss2022::server::Users>,
-    salts: Arc<ss2022::server::SaltFilter>,
-) -> io::Result<()> {
-    let table = users.clone();
-    let core = ss2022::server::Core::new(users, salts.clone());
-    // A single-user inbound's one user changes only with its PSK, which
-    // rebuilds it.
-    let member = |request: &ss2022::server::Request| {
-        table.identity(request.user()).map(|id| Member(id.to_vec()))
-    };
-    let served = serve(
-        shared,
-        client,
-        admitted,
-        core,
-        None,
-        member,
-        |client, request, early| async move {
-            let answered = Answered::of(&request);
-            const BUF: usize = ss2022::server::ServerStream::BUF_SIZE;
-            let codec = request.into_codec();
-            relay_framed::<_, BUF>(shared, client, peer, &answered, codec, early, &[]).await
-        },
-    )
-    .await;
-    // Once a fill, not once a connection refused.
-    if salts.take_full_report() {
-        tracing::warn!(
-            "inbound {}: {} ({}); new connections are refused until the oldest are {} s old",
-            shared.tag,
-            ss2022::Ss2022Error::SaltFilterFull.message(),
-            ss2022::server::MAX_SALTS,
-            ss2022::server::KEEP_SECS,
-        );
-    }
-    served
 }
 
 /// Relays `client`, framed by `codec` (`header`, the server's answer, in

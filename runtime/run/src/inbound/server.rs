@@ -1,5 +1,6 @@
-//! What every inbound protocol is: a server core built from its spec, over
-//! the transport its spec names, that serves each accepted client stream.
+//! What every inbound protocol is: a server core built from its spec, that
+//! serves each client stream accepted under the transport the spec names
+//! (`InboundProtocol::transport`).
 //! Each protocol implements [`Server`] in its module and is listed once in
 //! the registry (registry.rs), which generates the closed enum of them
 //! ([`super::Serve`]) and its dispatch: a match, never a `Box<dyn>`.
@@ -9,14 +10,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
+use etemenanki_ir::spec::InboundProtocol;
 use etemenanki_transport::Stream;
 
 use super::admission::Handshaking;
 use super::{ss_udp, Member, Shared};
-
-/// Plain TCP, the transport of a protocol that names none.
-pub static TCP: ServerShape = ServerShape::Tcp;
 
 /// What an inbound of a protocol listens on.
 pub enum Listens {
@@ -43,12 +41,6 @@ pub trait Server: Sized + Send + Sync + 'static {
     /// user tables with their keys derived once, its replay filters. A
     /// reload that changes only the users builds it again.
     fn build(protocol: &InboundProtocol) -> Option<io::Result<Self>>;
-
-    /// The transport its connections are accepted under.
-    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
-        let _ = protocol;
-        (&TCP, None)
-    }
 
     /// What its inbound listens on.
     fn listens(&self) -> Listens {
@@ -100,7 +92,7 @@ macro_rules! inbounds {
             ) -> io::Result<(Serve, &ServerShape, Option<&ServerTls>)> {
                 $(
                     if let Some(built) = <$server as Server>::build(protocol) {
-                        let (shape, tls) = <$server as Server>::transport(protocol);
+                        let (shape, tls) = protocol.transport();
                         return Ok((Serve::$name(built?), shape, tls));
                     }
                 )*

@@ -5,14 +5,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use etemenanki_ir::spec::{InboundProtocol, ServerShape, ServerTls};
+use etemenanki_ir::spec::{Account, InboundProtocol};
 use etemenanki_proto::socks::{status, Command, Handshake, Request};
 use etemenanki_transport::Stream;
 use tokio::io::AsyncWriteExt;
 
 use super::admission::Handshaking;
 use super::handshake::{open_and_relay, read_request, unspecified};
-use super::server::{Server, TCP};
+use super::server::Server;
 use super::{udp, Shared};
 
 pub struct Socks {
@@ -26,19 +26,9 @@ impl Server for Socks {
         match protocol {
             InboundProtocol::Socks { udp, accounts, .. } => Some(Ok(Socks {
                 udp: *udp,
-                accounts: accounts
-                    .iter()
-                    .map(|a| (a.user.clone(), a.pass.expose().clone()))
-                    .collect(),
+                accounts: accounts.iter().map(Account::pair).collect(),
             })),
             _ => None,
-        }
-    }
-
-    fn transport(protocol: &InboundProtocol) -> (&ServerShape, Option<&ServerTls>) {
-        match protocol {
-            InboundProtocol::Socks { tls, .. } => (&TCP, tls.as_ref()),
-            _ => (&TCP, None),
         }
     }
 

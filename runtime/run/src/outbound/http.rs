@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::OutboundProtocol;
+use etemenanki_ir::spec::{Account, OutboundProtocol};
 use etemenanki_proto::http::client::Connect;
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
@@ -30,9 +30,7 @@ impl Protocol for Http {
         let OutboundProtocol::Http { upstream, account } = protocol else {
             return None;
         };
-        let account = account
-            .as_ref()
-            .map(|a| (a.user.clone(), a.pass.expose().clone()));
+        let account = account.as_ref().map(Account::pair);
         Some(
             with.connector(upstream)
                 .map(|connector| Http { connector, account }),

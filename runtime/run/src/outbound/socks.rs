@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use etemenanki_ir::spec::OutboundProtocol;
+use etemenanki_ir::spec::{Account, OutboundProtocol};
 use etemenanki_proto::socks::client::{Command, Socks5};
 use etemenanki_proto::Address;
 use etemenanki_transport::Connector;
@@ -36,9 +36,7 @@ impl Protocol for Socks {
         let OutboundProtocol::Socks { upstream, account } = protocol else {
             return None;
         };
-        let account = account
-            .as_ref()
-            .map(|a| (a.user.clone(), a.pass.expose().clone()));
+        let account = account.as_ref().map(Account::pair);
         Some(
             with.connector(upstream)
                 .map(|connector| Socks { connector, account }),

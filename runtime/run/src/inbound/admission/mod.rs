@@ -116,10 +116,6 @@ impl Shed {
     pub fn never() -> Shed {
         Shed(None)
     }
-
-    pub fn wait(self) -> Shed {
-        self
-    }
 }
 
 impl Future for Shed {
@@ -285,11 +281,11 @@ mod tests {
         let (_s2, second, second_shed) = admission.admit(ip("192.0.2.3"), &limits).unwrap();
         // The second finishes its handshake: it can no longer be shed.
         drop(second);
-        let finished = tokio::spawn(second_shed.wait());
+        let finished = tokio::spawn(second_shed);
         let (_s3, _third, _) = admission.admit(ip("192.0.2.3"), &limits).unwrap();
         // Full, and another source comes: the oldest of the flood goes.
         let (_s4, _newcomer, _) = admission.admit(ip("192.0.2.1"), &limits).unwrap();
-        first_shed.wait().await;
+        first_shed.await;
         drop(first);
         tokio::task::yield_now().await;
         assert!(!finished.is_finished());
@@ -303,7 +299,7 @@ mod tests {
         let (_s1, _oldest, shed) = admission.admit(ip("192.0.2.3"), &limits).unwrap();
         let (_s2, _flood, _) = admission.admit(ip("192.0.2.3"), &limits).unwrap();
         let (_s3, _newcomer, _) = admission.admit(ip("192.0.2.1"), &limits).unwrap();
-        shed.wait().await;
+        shed.await;
     }
 
     #[test]
